@@ -1,0 +1,144 @@
+# Shared by scripts/test and scripts/stack: brings a Debian/Ubuntu machine
+# from "nothing set up" to "MariaDB and Redis answer, DATABASE_URL works".
+# Idempotent: every step first checks whether it is already done.
+# shellcheck shell=bash
+
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+STATE_DIR="$ROOT/.stack"
+mkdir -p "$STATE_DIR"
+
+log() { printf '\033[1m[hmdp]\033[0m %s\n' "$*" >&2; }
+die() { log "error: $*"; exit 1; }
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+
+APT_UPDATED=0
+apt_install() {
+    command -v apt-get >/dev/null || die "apt-get not found; install $* by hand"
+    if [ "$APT_UPDATED" = 0 ]; then
+        log "apt-get update"
+        $SUDO apt-get update -qq >/dev/null
+        APT_UPDATED=1
+    fi
+    log "installing $*"
+    $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >/dev/null
+}
+
+ensure_command() { # ensure_command CMD PACKAGE
+    command -v "$1" >/dev/null 2>&1 || apt_install "$2"
+}
+
+ensure_rust() {
+    if ! command -v cargo >/dev/null 2>&1; then
+        [ -x "$HOME/.cargo/bin/cargo" ] && export PATH="$HOME/.cargo/bin:$PATH"
+    fi
+    command -v cargo >/dev/null 2>&1 || die "cargo not found: install Rust stable (https://rustup.rs) first"
+}
+
+wait_for() { # wait_for SECONDS DESCRIPTION COMMAND...
+    local seconds=$1 what=$2
+    shift 2
+    local i
+    for ((i = 0; i < seconds * 5; i++)); do
+        if "$@" >/dev/null 2>&1; then return 0; fi
+        sleep 0.2
+    done
+    die "$what did not come up within ${seconds}s"
+}
+
+# The root account through the unix socket: how a fresh Debian MariaDB
+# lets root in (unix_socket auth), and what works when we are root.
+mariadb_socket() { $SUDO mariadb --protocol=socket -uroot "$@"; }
+mariadb_alive() { mariadb-admin --protocol=tcp -h127.0.0.1 -P3306 ping 2>/dev/null | grep -q alive || $SUDO mariadb-admin --protocol=socket ping 2>/dev/null | grep -q alive; }
+
+ensure_mariadb() {
+    if ! command -v mariadb >/dev/null 2>&1 || [ ! -x /usr/sbin/mariadbd ]; then
+        apt_install mariadb-server mariadb-client
+    fi
+    if mariadb_alive; then return 0; fi
+    log "starting MariaDB"
+    $SUDO mkdir -p /run/mysqld
+    $SUDO chown mysql:mysql /run/mysqld 2>/dev/null || true
+    if ! { command -v service >/dev/null && $SUDO service mariadb start >/dev/null 2>&1; }; then
+        $SUDO start-stop-daemon --start --oknodo --background --exec /usr/sbin/mariadbd -- --user=mysql
+    fi
+    wait_for 60 "MariaDB" mariadb_alive
+}
+
+redis_alive() { redis-cli -u "$REDIS_URL" ping 2>/dev/null | grep -q PONG; }
+
+ensure_redis() {
+    export REDIS_URL="${REDIS_URL:-redis://127.0.0.1:6379}"
+    ensure_command redis-cli redis-tools
+    if redis_alive; then return 0; fi
+    ensure_command redis-server redis-server
+    log "starting Redis"
+    if ! { command -v service >/dev/null && $SUDO service redis-server start >/dev/null 2>&1 && wait_for 5 "Redis" redis_alive; } 2>/dev/null; then
+        $SUDO mkdir -p /var/lib/redis /var/log/redis
+        $SUDO redis-server --daemonize yes --bind 127.0.0.1 -::1 --port 6379 \
+            --dir /var/lib/redis --logfile /var/log/redis/hmdp.log
+    fi
+    wait_for 20 "Redis" redis_alive
+}
+
+# Exports a DATABASE_URL that works over TCP. Prefers the contract's default
+# (root without password on 127.0.0.1); when root may only use the socket
+# (fresh Debian), creates a loopback-only account `hmdp` with a random
+# password kept in the git-ignored .stack/db.env.
+ensure_database_url() {
+    if [ -n "${DATABASE_URL:-}" ]; then return 0; fi
+    if [ -f "$STATE_DIR/db.env" ]; then
+        # shellcheck disable=SC1091
+        . "$STATE_DIR/db.env"
+        if mariadb --protocol=tcp -h127.0.0.1 -P3306 -uhmdp -p"$HMDP_DB_PASSWORD" -e 'SELECT 1' >/dev/null 2>&1; then
+            export DATABASE_URL="mysql://hmdp:$HMDP_DB_PASSWORD@127.0.0.1:3306/hmdp"
+            return 0
+        fi
+    fi
+    if mariadb --protocol=tcp -h127.0.0.1 -P3306 -uroot --skip-password -e 'SELECT 1' >/dev/null 2>&1; then
+        export DATABASE_URL="mysql://root@127.0.0.1:3306/hmdp"
+        return 0
+    fi
+    log "root cannot log in over TCP without a password; creating account hmdp@127.0.0.1"
+    local password
+    password="$(head -c 18 /dev/urandom | base64 | tr -dc 'A-Za-z0-9')"
+    mariadb_socket -e "
+        CREATE USER IF NOT EXISTS 'hmdp'@'127.0.0.1' IDENTIFIED BY '$password';
+        CREATE USER IF NOT EXISTS 'hmdp'@'localhost' IDENTIFIED BY '$password';
+        ALTER USER 'hmdp'@'127.0.0.1' IDENTIFIED BY '$password';
+        ALTER USER 'hmdp'@'localhost' IDENTIFIED BY '$password';
+        GRANT ALL PRIVILEGES ON *.* TO 'hmdp'@'127.0.0.1';
+        GRANT ALL PRIVILEGES ON *.* TO 'hmdp'@'localhost';" \
+        || die "cannot reach MariaDB as root through its socket; set DATABASE_URL by hand"
+    printf 'HMDP_DB_PASSWORD=%s\n' "$password" >"$STATE_DIR/db.env"
+    chmod 600 "$STATE_DIR/db.env"
+    export DATABASE_URL="mysql://hmdp:$password@127.0.0.1:3306/hmdp"
+}
+
+# A mariadb client command line for the account in DATABASE_URL.
+mariadb_url() {
+    local rest=${DATABASE_URL#*://}
+    local creds=${rest%%@*} hostport=${rest#*@}
+    hostport=${hostport%%/*}
+    local user=${creds%%:*} pass=""
+    [ "$creds" != "$user" ] && pass=${creds#*:}
+    local host=${hostport%%:*} port=3306
+    [ "$hostport" != "$host" ] && port=${hostport#*:}
+    if [ -n "$pass" ]; then
+        MYSQL_PWD="$pass" mariadb --protocol=tcp -h"$host" -P"$port" -u"$user" "$@"
+    else
+        mariadb --protocol=tcp -h"$host" -P"$port" -u"$user" --skip-password "$@"
+    fi
+}
+
+prepare_machine() {
+    ensure_command curl curl
+    ensure_rust
+    ensure_mariadb
+    ensure_redis
+    ensure_database_url
+    log "MariaDB and Redis ready (REDIS_URL=$REDIS_URL)"
+}

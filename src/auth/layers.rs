@@ -1,0 +1,107 @@
+//! The two layers of the course project, in its order: a refresh layer on
+//! every route that turns a token into a user and slides the session, and a
+//! login layer on protected routes that rejects requests without one.
+
+use axum::{
+    extract::{FromRequestParts, Request, State},
+    http::{HeaderMap, header::AUTHORIZATION, request::Parts},
+    middleware::Next,
+    response::{IntoResponse, Response},
+};
+
+use super::session::{SessionStore, UserProfile};
+use crate::{http::ApiError, state::AppState};
+
+/// The logged-in user of this request, put into the extensions by
+/// `refresh_session`.
+#[derive(Debug, Clone)]
+pub struct CurrentUser {
+    pub id: u64,
+    pub session_id: String,
+    pub profile: UserProfile,
+}
+
+/// Left in the extensions when the session could not be looked up because
+/// Redis failed, so the login layer answers 503 instead of a misleading 401.
+#[derive(Debug, Clone, Copy)]
+struct SessionLookupFailed;
+
+/// Never rejects: a missing, bad or dead token simply leaves the request
+/// without a user, and the routes that need one say so.
+pub async fn refresh_session(State(state): State<AppState>, mut req: Request, next: Next) -> Response {
+    if let Some(token) = bearer_token(req.headers()) {
+        if let Ok(claims) = state.tokens.verify(token) {
+            match SessionStore::new(&state).load_and_touch(&claims.sid).await {
+                Ok(Some(profile)) if profile.id.to_string() == claims.sub => {
+                    req.extensions_mut().insert(CurrentUser {
+                        id: profile.id,
+                        session_id: claims.sid,
+                        profile,
+                    });
+                }
+                Ok(_) => {}
+                Err(err) => {
+                    tracing::warn!(error = %err, "session lookup failed");
+                    req.extensions_mut().insert(SessionLookupFailed);
+                }
+            }
+        }
+    }
+    next.run(req).await
+}
+
+pub async fn require_login(req: Request, next: Next) -> Response {
+    let extensions = req.extensions();
+    if extensions.get::<CurrentUser>().is_some() {
+        next.run(req).await
+    } else if extensions.get::<SessionLookupFailed>().is_some() {
+        ApiError::Unavailable(anyhow::anyhow!("session store unreachable")).into_response()
+    } else {
+        ApiError::Unauthorized("login required").into_response()
+    }
+}
+
+/// The token, bare (Heima style) or as `Bearer <token>`.
+fn bearer_token(headers: &HeaderMap) -> Option<&str> {
+    let value = headers.get(AUTHORIZATION)?.to_str().ok()?.trim();
+    let token = match value.split_once(' ') {
+        Some((scheme, rest)) if scheme.eq_ignore_ascii_case("bearer") => rest.trim(),
+        Some(_) => return None,
+        None if value.eq_ignore_ascii_case("bearer") => return None,
+        None => value,
+    };
+    (!token.is_empty()).then_some(token)
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for CurrentUser {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
+        parts
+            .extensions
+            .get::<CurrentUser>()
+            .cloned()
+            .ok_or(ApiError::Unauthorized("login required"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(value: &str) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        h.insert(AUTHORIZATION, value.parse().unwrap());
+        h
+    }
+
+    #[test]
+    fn tokens_are_read_bare_or_as_bearer() {
+        assert_eq!(bearer_token(&headers("abc.def.ghi")), Some("abc.def.ghi"));
+        assert_eq!(bearer_token(&headers("Bearer abc.def.ghi")), Some("abc.def.ghi"));
+        assert_eq!(bearer_token(&headers("bearer  abc")), Some("abc"));
+        assert_eq!(bearer_token(&headers("Basic dXNlcjpwYXNz")), None);
+        assert_eq!(bearer_token(&headers("Bearer ")), None);
+        assert_eq!(bearer_token(&HeaderMap::new()), None);
+    }
+}

@@ -1,0 +1,79 @@
+//! Sessions live in Redis as `login:token:<sid>` hashes. They are the
+//! authority: deleting one (logout) or letting it expire kills every token
+//! that names it, whatever the token's own exp says.
+
+use std::collections::HashMap;
+
+use redis::{AsyncCommands, aio::ConnectionManager};
+use uuid::Uuid;
+
+use crate::{config::limits::SESSION_TTL, state::{AppState, Keys}};
+
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct UserProfile {
+    pub id: u64,
+    pub nick_name: String,
+    pub icon: String,
+}
+
+pub struct SessionStore {
+    redis: ConnectionManager,
+    keys: Keys,
+}
+
+impl SessionStore {
+    pub fn new(state: &AppState) -> Self {
+        Self::from_parts(state.redis.clone(), state.keys.clone())
+    }
+
+    pub fn from_parts(redis: ConnectionManager, keys: Keys) -> Self {
+        Self { redis, keys }
+    }
+
+    /// A new session with a random 122-bit id; returns the id.
+    pub async fn create(&self, user: &UserProfile) -> redis::RedisResult<String> {
+        let session_id = Uuid::new_v4().simple().to_string();
+        let key = self.keys.session(&session_id);
+        redis::pipe()
+            .atomic()
+            .hset_multiple(
+                &key,
+                &[
+                    ("id", user.id.to_string()),
+                    ("nickName", user.nick_name.clone()),
+                    ("icon", user.icon.clone()),
+                ],
+            )
+            .ignore()
+            .expire(&key, SESSION_TTL.as_secs() as i64)
+            .ignore()
+            .exec_async(&mut self.redis.clone())
+            .await?;
+        Ok(session_id)
+    }
+
+    /// Loads the session and slides its TTL in one round trip. `None` when
+    /// it is gone (logged out, expired) or malformed.
+    pub async fn load_and_touch(&self, session_id: &str) -> redis::RedisResult<Option<UserProfile>> {
+        let key = self.keys.session(session_id);
+        let (fields, _touched): (HashMap<String, String>, bool) = redis::pipe()
+            .hgetall(&key)
+            .expire(&key, SESSION_TTL.as_secs() as i64)
+            .query_async(&mut self.redis.clone())
+            .await?;
+        Ok(profile_from_fields(fields))
+    }
+
+    pub async fn delete(&self, session_id: &str) -> redis::RedisResult<()> {
+        self.redis.clone().del(self.keys.session(session_id)).await
+    }
+}
+
+fn profile_from_fields(mut fields: HashMap<String, String>) -> Option<UserProfile> {
+    let id = fields.get("id")?.parse().ok()?;
+    Some(UserProfile {
+        id,
+        nick_name: fields.remove("nickName").unwrap_or_default(),
+        icon: fields.remove("icon").unwrap_or_default(),
+    })
+}

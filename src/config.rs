@@ -1,0 +1,81 @@
+//! Settings come from the environment (the contract's names) or flags of the
+//! same name, so the same binary runs under systemd, compose and the tests.
+
+use std::time::Duration;
+
+use clap::Args;
+
+#[derive(Debug, Clone, Args)]
+pub struct Config {
+    /// MariaDB; the database in the path is created at start-up when missing.
+    #[arg(long, env = "DATABASE_URL", default_value = "mysql://root@127.0.0.1:3306/hmdp")]
+    pub database_url: String,
+
+    #[arg(long, env = "REDIS_URL", default_value = "redis://127.0.0.1:6379")]
+    pub redis_url: String,
+
+    /// HS256 secret shared by every instance. No built-in default: a service
+    /// that silently signs with a well-known key is worse than one that
+    /// refuses to start.
+    #[arg(long, env = "JWT_SECRET", hide_env_values = true)]
+    pub jwt_secret: String,
+
+    /// Admin routes answer 403 to everyone while this is unset.
+    #[arg(long, env = "ADMIN_KEY", hide_env_values = true)]
+    pub admin_key: Option<String>,
+
+    #[arg(long, env = "BIND_ADDR", default_value = "127.0.0.1:8081")]
+    pub bind_addr: String,
+
+    /// Shown in `X-Instance`; defaults to the bound host:port.
+    #[arg(long, env = "INSTANCE_ID")]
+    pub instance_id: Option<String>,
+
+    /// Prepended to every Redis key and channel. Empty in production (the
+    /// contract's key names); tests set it so they can share one Redis.
+    #[arg(long, env = "REDIS_KEY_PREFIX", default_value = "")]
+    pub redis_key_prefix: String,
+
+    #[arg(long, env = "DB_MAX_CONNECTIONS", default_value_t = 32)]
+    pub db_max_connections: u32,
+
+    /// How many order transactions of one instance may wait on one voucher's
+    /// stock row at once. InnoDB's throughput on a hot row collapses when
+    /// hundreds of transactions queue on its lock; a few at a time keep it
+    /// busy without the collapse.
+    #[arg(long, env = "HOT_ROW_PERMITS", default_value_t = 8)]
+    pub hot_row_permits: usize,
+}
+
+/// Rules that are not deployment settings but are named once here.
+pub mod limits {
+    use super::Duration;
+
+    pub const SMS_CODE_TTL: Duration = Duration::from_secs(120);
+    pub const SMS_RESEND_COOLDOWN: Duration = Duration::from_secs(60);
+    pub const SMS_CODE_MAX_ATTEMPTS: i64 = 5;
+    pub const SESSION_TTL: Duration = Duration::from_secs(30 * 60);
+    /// The JWT outlives the session on purpose: the session in Redis is the
+    /// authority, the exp only bounds how long a leaked token is worth trying.
+    pub const TOKEN_TTL: Duration = Duration::from_secs(7 * 24 * 3600);
+    pub const MIN_JWT_SECRET_LEN: usize = 16;
+}
+
+impl Config {
+    /// Checks what clap cannot: a secret too short to be one.
+    pub fn validate(&self) -> anyhow::Result<()> {
+        if self.jwt_secret.len() < limits::MIN_JWT_SECRET_LEN {
+            anyhow::bail!(
+                "JWT_SECRET must be at least {} bytes long",
+                limits::MIN_JWT_SECRET_LEN
+            );
+        }
+        if matches!(&self.admin_key, Some(k) if k.is_empty()) {
+            anyhow::bail!("ADMIN_KEY is set but empty; unset it to close the admin routes");
+        }
+        if self.hot_row_permits == 0 {
+            anyhow::bail!("HOT_ROW_PERMITS must be at least 1");
+        }
+        Ok(())
+    }
+}

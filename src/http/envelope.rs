@@ -1,0 +1,67 @@
+//! The Heima-Dianping `Result` envelope: `{"success", "data", "total",
+//! "errorMsg", "errorCode"}` with absent fields left out.
+
+use axum::{
+    Json,
+    http::StatusCode,
+    response::{IntoResponse, Response},
+};
+use serde::Serialize;
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Envelope<T> {
+    success: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    data: Option<T>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    total: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error_msg: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error_code: Option<&'static str>,
+}
+
+impl<T> Envelope<T> {
+    pub fn failure(msg: String, code: &'static str) -> Self {
+        Self { success: false, data: None, total: None, error_msg: Some(msg), error_code: Some(code) }
+    }
+}
+
+/// A successful answer; handlers return `ApiResult<Reply<T>>`.
+#[derive(Debug)]
+pub struct Reply<T>(Envelope<T>);
+
+impl<T> Reply<T> {
+    pub fn data(data: T) -> Self {
+        Self(Envelope { success: true, data: Some(data), total: None, error_msg: None, error_code: None })
+    }
+}
+
+impl<T> Reply<Vec<T>> {
+    pub fn list(items: Vec<T>) -> Self {
+        let total = items.len() as u64;
+        let mut ok = Self::data(items);
+        ok.0.total = Some(total);
+        ok
+    }
+}
+
+impl Reply<()> {
+    /// `{"success":true}` and nothing else.
+    pub fn done() -> Self {
+        Self(Envelope { success: true, data: None, total: None, error_msg: None, error_code: None })
+    }
+}
+
+impl<T: Serialize> IntoResponse for Reply<T> {
+    fn into_response(self) -> Response {
+        (StatusCode::OK, self.0).into_response()
+    }
+}
+
+impl<T: Serialize> IntoResponse for Envelope<T> {
+    fn into_response(self) -> Response {
+        Json(self).into_response()
+    }
+}

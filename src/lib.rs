@@ -1,0 +1,37 @@
+//! hmdp-rs: a voucher flash-sale (seckill) backend.
+//!
+//! Where a request goes, by folder: `http` (envelope, errors, request id,
+//! tracing), `auth` (SMS code login, sessions, the refresh and login
+//! layers), `ids` (order ids), `lock` (the per-user Redis lock), `voucher`
+//! (admin and listing), `seckill` (placing orders).
+
+pub mod auth;
+pub mod config;
+pub mod http;
+pub mod ids;
+pub mod startup;
+pub mod state;
+
+use axum::{Router, middleware};
+
+pub use config::Config;
+pub use state::AppState;
+
+/// The whole service. The refresh layer wraps every route; the login layer
+/// wraps only the protected ones.
+pub fn app(state: AppState) -> Router {
+    let protected = auth::protect(auth::user_routes());
+    let routes = Router::new()
+        .merge(http::health::routes())
+        .merge(auth::public_routes())
+        .merge(protected)
+        .layer(middleware::from_fn_with_state(state.clone(), auth::refresh_session));
+    let instance_id = state.instance_id().to_owned();
+    http::with_plumbing(routes.with_state(state), &instance_id)
+}
+
+impl AppState {
+    pub fn instance_id(&self) -> &str {
+        self.config.instance_id.as_deref().unwrap_or("unknown")
+    }
+}

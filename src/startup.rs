@@ -1,0 +1,167 @@
+//! Start-up: connect to MariaDB (creating the database when missing), run
+//! the embedded migrations, connect to Redis, bind, serve, and stop
+//! gracefully. Tests use the same path with a port of 0.
+
+use std::{sync::Arc, time::Duration};
+
+use anyhow::Context;
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use sqlx::{
+    ConnectOptions, Connection, MySqlPool,
+    mysql::{MySqlConnectOptions, MySqlConnection, MySqlPoolOptions},
+};
+use tokio::net::TcpListener;
+
+use crate::{
+    app,
+    auth::TokenKeys,
+    config::Config,
+    ids::OrderIdGenerator,
+    state::{AppState, Keys},
+};
+
+pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
+
+/// A bound, not yet serving, instance.
+pub struct Application {
+    listener: TcpListener,
+    state: AppState,
+}
+
+impl Application {
+    pub async fn build(mut config: Config) -> anyhow::Result<Self> {
+        config.validate()?;
+        let listener = TcpListener::bind(&config.bind_addr)
+            .await
+            .with_context(|| format!("binding {}", config.bind_addr))?;
+        if config.instance_id.is_none() {
+            config.instance_id = Some(listener.local_addr()?.to_string());
+        }
+        let state = build_state(config).await?;
+        Ok(Self { listener, state })
+    }
+
+    pub fn port(&self) -> u16 {
+        self.listener.local_addr().map(|a| a.port()).unwrap_or(0)
+    }
+
+    pub fn state(&self) -> &AppState {
+        &self.state
+    }
+
+    /// Serves until `shutdown` resolves, then stops accepting and lets the
+    /// requests in flight finish.
+    pub async fn run_until(self, shutdown: impl Future<Output = ()> + Send + 'static) -> anyhow::Result<()> {
+        let addr = self.listener.local_addr()?;
+        tracing::info!(%addr, instance = self.state.instance_id(), "serving");
+        axum::serve(self.listener, app(self.state))
+            .with_graceful_shutdown(shutdown)
+            .await
+            .context("serving HTTP")
+    }
+}
+
+pub async fn build_state(config: Config) -> anyhow::Result<AppState> {
+    let db = connect_database(&config.database_url, config.db_max_connections).await?;
+    migrate(&db).await?;
+    let redis = connect_redis(&config.redis_url).await?;
+    let keys = Keys::new(&config.redis_key_prefix);
+    Ok(AppState {
+        tokens: TokenKeys::new(config.jwt_secret.as_bytes()),
+        order_ids: OrderIdGenerator::new(redis.clone(), keys.clone()),
+        db,
+        redis,
+        keys,
+        config: Arc::new(config),
+    })
+}
+
+/// Runs the embedded migrations under a named lock, so instances starting
+/// together do not race. sqlx takes `GET_LOCK(name, -1)` for this, but on
+/// MariaDB a negative timeout returns NULL at once instead of waiting (MySQL
+/// reads it as "forever"), so sqlx's own lock does nothing there.
+pub async fn migrate(db: &MySqlPool) -> anyhow::Result<()> {
+    let mut conn = db.acquire().await.context("connecting for migrations")?;
+    let locked: Option<i64> =
+        sqlx::query_scalar("SELECT GET_LOCK(CONCAT('hmdp:migrate:', DATABASE()), 120)")
+            .fetch_one(&mut *conn)
+            .await
+            .context("taking the migration lock")?;
+    anyhow::ensure!(locked == Some(1), "another instance held the migration lock for 120 s");
+    let result = MIGRATOR.run(&mut *conn).await.context("running migrations");
+    sqlx::query("SELECT RELEASE_LOCK(CONCAT('hmdp:migrate:', DATABASE()))")
+        .execute(&mut *conn)
+        .await
+        .context("releasing the migration lock")?;
+    result
+}
+
+/// Connects, first creating the database named in the URL when it does not
+/// exist (a fresh MariaDB has none).
+pub async fn connect_database(url: &str, max_connections: u32) -> anyhow::Result<MySqlPool> {
+    let options: MySqlConnectOptions = url.parse().context("parsing DATABASE_URL")?;
+    let database = options.get_database().context("DATABASE_URL names no database")?.to_owned();
+    ensure_database(&options, &database).await?;
+    MySqlPoolOptions::new()
+        .max_connections(max_connections)
+        .acquire_timeout(Duration::from_secs(5))
+        .connect_with(options.log_statements(tracing::log::LevelFilter::Trace))
+        .await
+        .with_context(|| format!("connecting to MariaDB database {database}"))
+}
+
+async fn ensure_database(options: &MySqlConnectOptions, database: &str) -> anyhow::Result<()> {
+    // Identifiers cannot be bound; this name comes from our own settings and
+    // is restricted to characters that need no escaping inside backticks.
+    anyhow::ensure!(
+        !database.is_empty()
+            && database.len() <= 64
+            && database.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_'),
+        "database name {database:?} must be 1-64 characters of [A-Za-z0-9_]"
+    );
+    let mut conn = MySqlConnection::connect_with(&options.clone().database("information_schema"))
+        .await
+        .context("connecting to MariaDB")?;
+    sqlx::raw_sql(&format!(
+        "CREATE DATABASE IF NOT EXISTS `{database}` CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci"
+    ))
+    .execute(&mut conn)
+    .await
+    .with_context(|| format!("creating database {database}"))?;
+    conn.close().await.ok();
+    Ok(())
+}
+
+/// A reconnecting connection. Commands time out instead of hanging, so a
+/// dead Redis becomes a quick 503 rather than a stuck request.
+pub async fn connect_redis(url: &str) -> anyhow::Result<ConnectionManager> {
+    let client = redis::Client::open(url).context("parsing REDIS_URL")?;
+    let config = ConnectionManagerConfig::new()
+        .set_connection_timeout(Some(Duration::from_secs(2)))
+        .set_response_timeout(Some(Duration::from_secs(2)))
+        .set_number_of_retries(2);
+    ConnectionManager::new_with_config(client, config).await.context("connecting to Redis")
+}
+
+/// Resolves on SIGTERM or Ctrl-C.
+pub async fn shutdown_signal() {
+    let ctrl_c = async {
+        tokio::signal::ctrl_c().await.ok();
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut sig) => {
+                sig.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {},
+        () = terminate => {},
+    }
+    tracing::info!("shutdown requested; finishing requests in flight");
+}

@@ -1,0 +1,226 @@
+//! Login, sessions and the two layers, through the HTTP API.
+
+mod common;
+
+use base64::{Engine, engine::general_purpose::URL_SAFE_NO_PAD};
+use chrono::Utc;
+use common::{JWT_SECRET, TestApp, expect_error, expect_ok, phone};
+use hmdp::auth::Claims;
+use jsonwebtoken::{Algorithm, EncodingKey, Header};
+use redis::AsyncCommands;
+use reqwest::StatusCode;
+
+#[tokio::test]
+async fn a_user_logs_in_with_the_stored_code_and_sees_themselves() {
+    let app = TestApp::spawn().await;
+    let token = app.login(&phone(1)).await;
+
+    let me = expect_ok(app.get("/user/me", Some(&token)).await).await;
+    let id = me["data"]["id"].as_u64().expect("numeric id");
+    let nick = me["data"]["nickName"].as_str().unwrap();
+    assert!(nick.starts_with("user_") && nick.len() == 15, "nick name {nick}");
+    assert!(me["data"].get("icon").is_some());
+
+    let row: (u64, String) = sqlx::query_as("SELECT id, phone FROM tb_user WHERE id = ?")
+        .bind(id)
+        .fetch_one(&app.db)
+        .await
+        .unwrap();
+    assert_eq!(row.1, phone(1));
+
+    // Both header styles are accepted.
+    let bearer = format!("Bearer {token}");
+    expect_ok(app.get("/user/me", Some(&bearer)).await).await;
+
+    // A second login of the same phone is the same user.
+    app.redis.clone().del::<_, ()>(app.keys.login_code_cooldown(&phone(1))).await.unwrap();
+    let again = app.login(&phone(1)).await;
+    assert_ne!(again, token);
+    let me_again = expect_ok(app.get("/user/me", Some(&again)).await).await;
+    assert_eq!(me_again["data"]["id"].as_u64(), Some(id));
+    let users: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM tb_user").fetch_one(&app.db).await.unwrap();
+    assert_eq!(users, 1);
+}
+
+#[tokio::test]
+async fn the_code_is_six_digits_with_a_two_minute_ttl() {
+    let app = TestApp::spawn().await;
+    expect_ok(app.send_code(&phone(2)).await).await;
+    let code = app.stored_code(&phone(2)).await.unwrap();
+    assert_eq!(code.len(), 6);
+    assert!(code.bytes().all(|b| b.is_ascii_digit()));
+    let ttl: i64 = app.redis.clone().ttl(app.keys.login_code(&phone(2))).await.unwrap();
+    assert!((110..=120).contains(&ttl), "ttl {ttl}");
+}
+
+#[tokio::test]
+async fn invalid_phones_are_rejected_with_400() {
+    let app = TestApp::spawn().await;
+    for bad in ["12345", "12800000000", "1380000000x", "138000000001", ""] {
+        expect_error(app.send_code(bad).await, StatusCode::BAD_REQUEST, "VALIDATION").await;
+        expect_error(app.post_login(bad, "123456").await, StatusCode::BAD_REQUEST, "VALIDATION").await;
+    }
+    // No phone parameter at all.
+    expect_error(app.post("/user/code", None).await, StatusCode::BAD_REQUEST, "VALIDATION").await;
+}
+
+#[tokio::test]
+async fn a_wrong_code_is_401_and_a_used_code_cannot_be_reused() {
+    let app = TestApp::spawn().await;
+    let p = phone(3);
+    expect_ok(app.send_code(&p).await).await;
+    let code = app.stored_code(&p).await.unwrap();
+    let wrong = if code == "000000" { "111111" } else { "000000" };
+    expect_error(app.post_login(&p, wrong).await, StatusCode::UNAUTHORIZED, "UNAUTHORIZED").await;
+
+    expect_ok(app.post_login(&p, &code).await).await;
+    expect_error(app.post_login(&p, &code).await, StatusCode::UNAUTHORIZED, "UNAUTHORIZED").await;
+    assert_eq!(app.stored_code(&p).await, None, "a used code is deleted");
+}
+
+#[tokio::test]
+async fn after_five_wrong_codes_even_the_right_one_fails() {
+    let app = TestApp::spawn().await;
+    let p = phone(4);
+    expect_ok(app.send_code(&p).await).await;
+    let code = app.stored_code(&p).await.unwrap();
+    let wrong = if code == "000000" { "111111" } else { "000000" };
+    for _ in 0..5 {
+        expect_error(app.post_login(&p, wrong).await, StatusCode::UNAUTHORIZED, "UNAUTHORIZED").await;
+    }
+    expect_error(app.post_login(&p, &code).await, StatusCode::UNAUTHORIZED, "UNAUTHORIZED").await;
+    assert_eq!(app.stored_code(&p).await, None, "the code is dropped after five wrong tries");
+}
+
+#[tokio::test]
+async fn wrong_codes_raced_concurrently_get_at_most_five_comparisons() {
+    let app = TestApp::spawn().await;
+    let p = phone(5);
+    expect_ok(app.send_code(&p).await).await;
+    let code = app.stored_code(&p).await.unwrap();
+    let wrong = if code == "000000" { "111111" } else { "000000" };
+    let tries = (0..20).map(|_| app.post_login(&p, wrong));
+    for resp in futures::future::join_all(tries).await {
+        assert_eq!(resp.status(), StatusCode::UNAUTHORIZED);
+    }
+    expect_error(app.post_login(&p, &code).await, StatusCode::UNAUTHORIZED, "UNAUTHORIZED").await;
+}
+
+#[tokio::test]
+async fn a_second_code_within_sixty_seconds_is_429() {
+    let app = TestApp::spawn().await;
+    expect_ok(app.send_code(&phone(6)).await).await;
+    expect_error(app.send_code(&phone(6)).await, StatusCode::TOO_MANY_REQUESTS, "TOO_MANY_REQUESTS").await;
+    // Another phone is not affected.
+    expect_ok(app.send_code(&phone(7)).await).await;
+}
+
+#[tokio::test]
+async fn malformed_codes_are_400() {
+    let app = TestApp::spawn().await;
+    for bad in ["12345", "1234567", "abcdef", ""] {
+        expect_error(app.post_login(&phone(8), bad).await, StatusCode::BAD_REQUEST, "VALIDATION").await;
+    }
+}
+
+fn claims(sub: &str, sid: &str, exp_offset: i64) -> Claims {
+    let now = Utc::now().timestamp();
+    Claims { sub: sub.into(), sid: sid.into(), iat: now, exp: now + exp_offset }
+}
+
+fn parts(token: &str) -> (String, String) {
+    let mut it = token.split('.');
+    let header = it.next().unwrap().to_owned();
+    let payload = it.next().unwrap().to_owned();
+    (header, payload)
+}
+
+#[tokio::test]
+async fn bad_tokens_are_all_401_in_the_envelope() {
+    let app = TestApp::spawn().await;
+    let token = app.login(&phone(9)).await;
+    let me = expect_ok(app.get("/user/me", Some(&token)).await).await;
+    let id = me["data"]["id"].as_u64().unwrap().to_string();
+    let sid = app.state.tokens.verify(&token).unwrap().sid;
+
+    let (header, payload) = parts(&token);
+    let forged = format!("{header}.{payload}.{}", URL_SAFE_NO_PAD.encode(b"not the signature"));
+
+    let none_header = URL_SAFE_NO_PAD.encode(br#"{"alg":"none","typ":"JWT"}"#);
+    let alg_none = format!("{none_header}.{payload}.");
+
+    let hs512 = jsonwebtoken::encode(
+        &Header::new(Algorithm::HS512),
+        &claims(&id, &sid, 3600),
+        &EncodingKey::from_secret(JWT_SECRET.as_bytes()),
+    )
+    .unwrap();
+
+    let expired = app.state.tokens.sign(&claims(&id, &sid, -3600)).unwrap();
+
+    let other_secret = jsonwebtoken::encode(
+        &Header::new(Algorithm::HS256),
+        &claims(&id, &sid, 3600),
+        &EncodingKey::from_secret(b"some-other-secret-0123456789"),
+    )
+    .unwrap();
+
+    // A valid signature naming someone else's id with this session.
+    let wrong_subject = app.state.tokens.sign(&claims("999999", &sid, 3600)).unwrap();
+
+    for (what, bad) in [
+        ("forged signature", forged.as_str()),
+        ("alg none", alg_none.as_str()),
+        ("HS512 with the right secret", hs512.as_str()),
+        ("expired", expired.as_str()),
+        ("other secret", other_secret.as_str()),
+        ("wrong subject", wrong_subject.as_str()),
+        ("garbage", "garbage-string"),
+        ("empty bearer", "Bearer "),
+    ] {
+        let body = expect_error(app.get("/user/me", Some(bad)).await, StatusCode::UNAUTHORIZED, "UNAUTHORIZED").await;
+        assert_eq!(body["success"], false, "{what}");
+    }
+    expect_error(app.get("/user/me", None).await, StatusCode::UNAUTHORIZED, "UNAUTHORIZED").await;
+    // The genuine token still works: the rejections above were about the tokens.
+    expect_ok(app.get("/user/me", Some(&token)).await).await;
+}
+
+#[tokio::test]
+async fn logout_kills_the_token_even_before_its_exp() {
+    let app = TestApp::spawn().await;
+    let token = app.login(&phone(10)).await;
+    expect_ok(app.get("/user/me", Some(&token)).await).await;
+    expect_ok(app.post("/user/logout", Some(&token)).await).await;
+    expect_error(app.get("/user/me", Some(&token)).await, StatusCode::UNAUTHORIZED, "UNAUTHORIZED").await;
+    expect_error(app.post("/user/logout", Some(&token)).await, StatusCode::UNAUTHORIZED, "UNAUTHORIZED").await;
+    assert!(app.state.tokens.verify(&token).is_ok(), "the JWT itself is still unexpired");
+}
+
+#[tokio::test]
+async fn an_expired_session_kills_the_token() {
+    let app = TestApp::spawn().await;
+    let token = app.login(&phone(11)).await;
+    let sid = app.state.tokens.verify(&token).unwrap().sid;
+    app.redis.clone().del::<_, ()>(app.keys.session(&sid)).await.unwrap();
+    expect_error(app.get("/user/me", Some(&token)).await, StatusCode::UNAUTHORIZED, "UNAUTHORIZED").await;
+}
+
+#[tokio::test]
+async fn a_request_slides_the_session_ttl() {
+    let app = TestApp::spawn().await;
+    let token = app.login(&phone(12)).await;
+    let sid = app.state.tokens.verify(&token).unwrap().sid;
+    let key = app.keys.session(&sid);
+    let mut redis = app.redis.clone();
+    let fields: std::collections::HashMap<String, String> = redis.hgetall(&key).await.unwrap();
+    assert!(fields.contains_key("id") && fields.contains_key("nickName") && fields.contains_key("icon"));
+
+    redis.expire::<_, ()>(&key, 100).await.unwrap();
+    let before: i64 = redis.ttl(&key).await.unwrap();
+    // Any route refreshes, even a public one: the refresh layer is on all.
+    expect_ok(app.get("/health", Some(&token)).await).await;
+    let after: i64 = redis.ttl(&key).await.unwrap();
+    assert!(after > before, "ttl before {before}, after {after}");
+    assert!(after > 1700, "slid back to 30 min, got {after}");
+}

@@ -1,0 +1,72 @@
+//! The envelope on the edges: bad bodies, unknown routes, wrong methods,
+//! headers every response carries, health and readiness.
+
+mod common;
+
+use common::{TestApp, expect_error, expect_ok};
+use reqwest::StatusCode;
+
+#[tokio::test]
+async fn malformed_json_is_400_in_the_envelope() {
+    let app = TestApp::spawn().await;
+    let post = |body: &'static str, content_type: Option<&'static str>| {
+        let mut req = app.client.post(app.url("/user/login")).body(body);
+        if let Some(ct) = content_type {
+            req = req.header("content-type", ct);
+        }
+        req.send()
+    };
+    expect_error(post("{", Some("application/json")).await.unwrap(), StatusCode::BAD_REQUEST, "VALIDATION").await;
+    expect_error(post(r#"{"phone":13800000000}"#, Some("application/json")).await.unwrap(), StatusCode::BAD_REQUEST, "VALIDATION").await;
+    expect_error(post(r#"{"phone":"13800000000"}"#, Some("application/json")).await.unwrap(), StatusCode::BAD_REQUEST, "VALIDATION").await;
+    expect_error(post(r#"{"phone":"13800000000","code":"123456"}"#, None).await.unwrap(), StatusCode::BAD_REQUEST, "VALIDATION").await;
+    expect_error(post(r#"{"phone":"13800000000","code":"123456"}"#, Some("text/plain")).await.unwrap(), StatusCode::BAD_REQUEST, "VALIDATION").await;
+}
+
+#[tokio::test]
+async fn unknown_routes_and_wrong_methods_answer_in_the_envelope() {
+    let app = TestApp::spawn().await;
+    expect_error(app.get("/no/such/route", None).await, StatusCode::NOT_FOUND, "NOT_FOUND").await;
+    expect_error(app.get("/user/login", None).await, StatusCode::METHOD_NOT_ALLOWED, "METHOD_NOT_ALLOWED").await;
+    let del = app.client.delete(app.url("/health")).send().await.unwrap();
+    expect_error(del, StatusCode::METHOD_NOT_ALLOWED, "METHOD_NOT_ALLOWED").await;
+}
+
+#[tokio::test]
+async fn every_response_names_its_instance_and_request_id() {
+    let app = TestApp::spawn().await;
+    let resp = app.get("/health", None).await;
+    let instance = resp.headers().get("x-instance").unwrap().to_str().unwrap().to_owned();
+    assert!(instance.starts_with("127.0.0.1:"), "{instance}");
+    let generated = resp.headers().get("x-request-id").unwrap().to_str().unwrap().to_owned();
+    assert_eq!(uuid::Uuid::parse_str(&generated).map(|u| u.get_version_num()).ok(), Some(4));
+
+    // A request id from the client (nginx) is kept and echoed.
+    let resp = app.client.get(app.url("/no/such")).header("x-request-id", "from-nginx-42").send().await.unwrap();
+    assert_eq!(resp.headers().get("x-request-id").unwrap(), "from-nginx-42");
+    assert!(resp.headers().get("x-instance").is_some(), "errors carry it too");
+}
+
+#[tokio::test]
+async fn health_and_ready_answer_200_when_dependencies_are_up() {
+    let app = TestApp::spawn().await;
+    expect_ok(app.get("/health", None).await).await;
+    let ready = expect_ok(app.get("/ready", None).await).await;
+    assert_eq!(ready["data"], "ready");
+}
+
+#[tokio::test]
+async fn ready_is_503_when_mariadb_is_gone() {
+    let app = TestApp::spawn().await;
+    app.db.close().await;
+    expect_error(app.get("/ready", None).await, StatusCode::SERVICE_UNAVAILABLE, "UNAVAILABLE").await;
+    expect_ok(app.get("/health", None).await).await;
+}
+
+#[tokio::test]
+async fn a_missing_jwt_secret_is_a_clear_startup_error() {
+    let (mut config, _, _) = common::test_config();
+    config.jwt_secret = String::new();
+    let err = hmdp::startup::Application::build(config).await.err().expect("refuses to start");
+    assert!(err.to_string().contains("JWT_SECRET"), "{err}");
+}
