@@ -9,6 +9,7 @@ pub mod auth;
 pub mod config;
 pub mod http;
 pub mod ids;
+pub mod lock;
 pub mod startup;
 pub mod state;
 

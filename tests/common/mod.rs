@@ -4,6 +4,8 @@
 //! `TestApp` is dropped, even when the test panics.
 #![allow(dead_code)]
 
+pub mod proxy;
+
 use std::time::Duration;
 
 use hmdp::{AppState, Config, startup::Application, state::Keys};

@@ -1,0 +1,102 @@
+//! Release notifications. One pattern subscription per process serves every
+//! waiter (not a connection per waiter); a waiter registers interest in one
+//! lock and is woken when its release message arrives. Messages are only a
+//! shortcut: a waiter also retries on its own after the lock's pttl, so a
+//! lost message or a broken subscription only delays it.
+
+use std::{
+    collections::HashMap,
+    sync::{Arc, Mutex},
+    time::Duration,
+};
+
+use futures::StreamExt;
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+/// Every release is published on `<RELEASE_CHANNEL_PREFIX><lock key>`.
+pub const RELEASE_CHANNEL_PREFIX: &str = "lock-released:";
+
+#[derive(Default)]
+pub(super) struct Waiters {
+    by_key: Mutex<HashMap<String, (Arc<Notify>, usize)>>,
+}
+
+/// Interest in one lock's release; dropping it withdraws the interest.
+pub(super) struct WaitTicket {
+    waiters: Arc<Waiters>,
+    key: String,
+    pub notify: Arc<Notify>,
+}
+
+impl Waiters {
+    pub fn register(self: &Arc<Self>, key: &str) -> WaitTicket {
+        let mut map = self.by_key.lock().expect("waiters poisoned");
+        let entry = map.entry(key.to_owned()).or_insert_with(|| (Arc::new(Notify::new()), 0));
+        entry.1 += 1;
+        WaitTicket { waiters: self.clone(), key: key.to_owned(), notify: entry.0.clone() }
+    }
+
+    fn wake(&self, key: &str) {
+        if let Some((notify, _)) = self.by_key.lock().expect("waiters poisoned").get(key) {
+            notify.notify_waiters();
+        }
+    }
+
+    /// After a reconnect, messages may have been missed: everyone retries.
+    fn wake_all(&self) {
+        for (notify, _) in self.by_key.lock().expect("waiters poisoned").values() {
+            notify.notify_waiters();
+        }
+    }
+}
+
+impl Drop for WaitTicket {
+    fn drop(&mut self) {
+        let mut map = self.waiters.by_key.lock().expect("waiters poisoned");
+        if let Some(entry) = map.get_mut(&self.key) {
+            entry.1 -= 1;
+            if entry.1 == 0 {
+                map.remove(&self.key);
+            }
+        }
+    }
+}
+
+/// Keeps one PSUBSCRIBE alive until `stop`, reconnecting after failures.
+pub(super) async fn listen(client: redis::Client, waiters: Arc<Waiters>, stop: CancellationToken) {
+    let pattern = format!("{RELEASE_CHANNEL_PREFIX}*");
+    loop {
+        match subscribe(&client, &pattern).await {
+            Ok(stream) => {
+                waiters.wake_all();
+                let mut stream = std::pin::pin!(stream);
+                loop {
+                    tokio::select! {
+                        () = stop.cancelled() => return,
+                        msg = stream.next() => match msg {
+                            Some(msg) => {
+                                if let Some(key) = msg.get_channel_name().strip_prefix(RELEASE_CHANNEL_PREFIX) {
+                                    waiters.wake(key);
+                                }
+                            }
+                            None => break,
+                        },
+                    }
+                }
+                tracing::warn!("lock release subscription dropped; reconnecting");
+            }
+            Err(err) => tracing::warn!(error = %err, "lock release subscription failed; retrying"),
+        }
+        tokio::select! {
+            () = stop.cancelled() => return,
+            () = tokio::time::sleep(Duration::from_millis(500)) => {}
+        }
+    }
+}
+
+async fn subscribe(client: &redis::Client, pattern: &str) -> redis::RedisResult<redis::aio::PubSubStream> {
+    let mut pubsub = client.get_async_pubsub().await?;
+    pubsub.psubscribe(pattern).await?;
+    Ok(pubsub.into_on_message())
+}
