@@ -10,8 +10,10 @@ pub mod config;
 pub mod http;
 pub mod ids;
 pub mod lock;
+pub mod seckill;
 pub mod startup;
 pub mod state;
+pub mod voucher;
 
 use axum::{Router, middleware};
 
@@ -21,10 +23,11 @@ pub use state::AppState;
 /// The whole service. The refresh layer wraps every route; the login layer
 /// wraps only the protected ones.
 pub fn app(state: AppState) -> Router {
-    let protected = auth::protect(auth::user_routes());
+    let protected = auth::protect(auth::user_routes().merge(seckill::user_routes()));
     let routes = Router::new()
         .merge(http::health::routes())
         .merge(auth::public_routes())
+        .merge(voucher::routes())
         .merge(protected)
         .layer(middleware::from_fn_with_state(state.clone(), auth::refresh_session));
     let instance_id = state.instance_id().to_owned();

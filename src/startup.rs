@@ -17,6 +17,8 @@ use crate::{
     auth::TokenKeys,
     config::Config,
     ids::OrderIdGenerator,
+    lock::{LockConfig, LockService},
+    seckill::VoucherGates,
     state::{AppState, Keys},
 };
 
@@ -66,7 +68,10 @@ pub async fn build_state(config: Config) -> anyhow::Result<AppState> {
     migrate(&db).await?;
     let redis = connect_redis(&config.redis_url).await?;
     let keys = Keys::new(&config.redis_key_prefix);
+    let pubsub_client = redis::Client::open(config.redis_url.as_str()).context("parsing REDIS_URL")?;
     Ok(AppState {
+        locks: LockService::new(pubsub_client, redis.clone(), LockConfig::default()),
+        gates: VoucherGates::new(config.hot_row_permits),
         tokens: TokenKeys::new(config.jwt_secret.as_bytes()),
         order_ids: OrderIdGenerator::new(redis.clone(), keys.clone()),
         db,

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use redis::aio::ConnectionManager;
 use sqlx::MySqlPool;
 
-use crate::{auth::TokenKeys, config::Config, ids::OrderIdGenerator};
+use crate::{auth::TokenKeys, config::Config, ids::OrderIdGenerator, lock::LockService, seckill::VoucherGates};
 
 #[derive(Clone)]
 pub struct AppState {
@@ -16,6 +16,8 @@ pub struct AppState {
     pub keys: Keys,
     pub tokens: TokenKeys,
     pub order_ids: OrderIdGenerator,
+    pub locks: LockService,
+    pub gates: VoucherGates,
 }
 
 /// The Redis key names of the contract, behind one optional prefix so that

@@ -208,3 +208,99 @@ pub async fn expect_error(resp: Response, status: StatusCode, code: &str) -> Val
 pub fn phone(i: u32) -> String {
     format!("139{i:08}")
 }
+
+impl TestApp {
+    /// Users with live sessions, made directly through the library (the
+    /// same session format as login) because hundreds of logins through
+    /// the API would only test login again. Returns (user id, token).
+    pub async fn seed_users(&self, count: u32) -> Vec<(u64, String)> {
+        let store = hmdp::auth::SessionStore::new(&self.state);
+        let mut users = Vec::with_capacity(count as usize);
+        for i in 0..count {
+            let user = hmdp::auth::find_or_create_by_phone(&self.db, &phone(500_000 + i)).await.unwrap();
+            let sid = store.create(&user).await.unwrap();
+            users.push((user.id, self.state.tokens.issue(user.id, &sid).unwrap()));
+        }
+        users
+    }
+
+    pub async fn post_json(&self, path: &str, admin_key: Option<&str>, body: &Value) -> Response {
+        let mut req = self.client.post(self.url(path)).json(body);
+        if let Some(key) = admin_key {
+            req = req.header("x-admin-key", key);
+        }
+        req.send().await.unwrap()
+    }
+
+    /// A seckill voucher whose window is open now, through the admin API.
+    pub async fn open_seckill(&self, stock: i64) -> u64 {
+        let now = chrono::Utc::now();
+        self.create_seckill(stock, now - chrono::Duration::minutes(1), now + chrono::Duration::hours(1)).await
+    }
+
+    pub async fn create_seckill(
+        &self,
+        stock: i64,
+        begin: chrono::DateTime<chrono::Utc>,
+        end: chrono::DateTime<chrono::Utc>,
+    ) -> u64 {
+        let body = seckill_body(stock, &begin.to_rfc3339(), &end.to_rfc3339());
+        let created = expect_ok(self.post_json("/voucher/seckill", Some(ADMIN_KEY), &body).await).await;
+        created["data"].as_u64().expect("voucher id")
+    }
+
+    pub async fn order(&self, voucher_id: u64, token: &str) -> Response {
+        self.post(&format!("/voucher-order/seckill/{voucher_id}"), Some(token)).await
+    }
+
+    pub async fn stock_of(&self, voucher_id: u64) -> i64 {
+        sqlx::query_scalar::<_, i32>("SELECT stock FROM tb_seckill_voucher WHERE voucher_id = ?")
+            .bind(voucher_id)
+            .fetch_one(&self.db)
+            .await
+            .unwrap()
+            .into()
+    }
+
+    /// (orders for the voucher, distinct users among them)
+    pub async fn orders_of(&self, voucher_id: u64) -> (i64, i64) {
+        sqlx::query_as("SELECT COUNT(*), COUNT(DISTINCT user_id) FROM tb_voucher_order WHERE voucher_id = ?")
+            .bind(voucher_id)
+            .fetch_one(&self.db)
+            .await
+            .unwrap()
+    }
+}
+
+pub fn seckill_body(stock: i64, begin: &str, end: &str) -> Value {
+    serde_json::json!({
+        "shopId": 1,
+        "title": "100 off 50",
+        "subTitle": "weekdays only",
+        "rules": "one per person",
+        "payValue": 8000,
+        "actualValue": 10000,
+        "type": 1,
+        "stock": stock,
+        "beginTime": begin,
+        "endTime": end,
+    })
+}
+
+/// Outcome tally of a batch of order responses, by errorCode ("OK" for success).
+pub async fn tally(responses: Vec<Response>) -> std::collections::BTreeMap<String, usize> {
+    let mut counts = std::collections::BTreeMap::new();
+    for resp in responses {
+        let status = resp.status();
+        let body: Value = resp.json().await.expect("JSON envelope");
+        let key = if body["success"] == true {
+            assert_eq!(status, StatusCode::OK);
+            assert!(body["data"].as_str().is_some_and(|id| id.parse::<i64>().is_ok()), "order id string: {body}");
+            "OK".to_owned()
+        } else {
+            body["errorCode"].as_str().unwrap_or("?").to_owned()
+        };
+        *counts.entry(key).or_insert(0) += 1;
+    }
+    counts
+}

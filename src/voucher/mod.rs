@@ -1,0 +1,108 @@
+//! Vouchers: admins create them (ordinary or seckill), anyone lists a
+//! shop's vouchers on shelf with their seckill fields.
+
+mod admin;
+mod model;
+
+use axum::{Router, extract::State, routing::{get, post}};
+use sqlx::MySqlPool;
+
+pub use admin::Admin;
+pub use model::{SeckillVoucher, VoucherForm, VoucherView, rfc3339};
+
+use crate::{
+    http::{ApiResult, Reply, extract::{Json, Path}},
+    state::AppState,
+};
+
+pub fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/voucher", post(create_voucher))
+        .route("/voucher/seckill", post(create_seckill_voucher))
+        .route("/voucher/list/{shop_id}", get(list_for_shop))
+}
+
+async fn create_voucher(
+    State(state): State<AppState>,
+    _admin: Admin,
+    Json(form): Json<VoucherForm>,
+) -> ApiResult<Reply<u64>> {
+    let voucher = form.into_ordinary()?;
+    let id = sqlx::query(
+        "INSERT INTO tb_voucher (shop_id, title, sub_title, rules, pay_value, actual_value, type, status)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+    )
+    .bind(voucher.shop_id)
+    .bind(&voucher.title)
+    .bind(&voucher.sub_title)
+    .bind(&voucher.rules)
+    .bind(voucher.pay_value)
+    .bind(voucher.actual_value)
+    .bind(voucher.kind)
+    .bind(voucher.status)
+    .execute(&state.db)
+    .await?
+    .last_insert_id();
+    Ok(Reply::data(id))
+}
+
+/// Both rows in one transaction: a seckill voucher never exists half-made.
+async fn create_seckill_voucher(
+    State(state): State<AppState>,
+    _admin: Admin,
+    Json(form): Json<VoucherForm>,
+) -> ApiResult<Reply<u64>> {
+    let (voucher, seckill) = form.into_seckill()?;
+    let mut tx = state.db.begin().await?;
+    let id = sqlx::query(
+        "INSERT INTO tb_voucher (shop_id, title, sub_title, rules, pay_value, actual_value, type, status)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+    )
+    .bind(voucher.shop_id)
+    .bind(&voucher.title)
+    .bind(&voucher.sub_title)
+    .bind(&voucher.rules)
+    .bind(voucher.pay_value)
+    .bind(voucher.actual_value)
+    .bind(voucher.kind)
+    .bind(voucher.status)
+    .execute(&mut *tx)
+    .await?
+    .last_insert_id();
+    sqlx::query("INSERT INTO tb_seckill_voucher (voucher_id, stock, begin_time, end_time) VALUES (?, ?, ?, ?)")
+        .bind(id)
+        .bind(seckill.stock)
+        .bind(seckill.begin_time.naive_utc())
+        .bind(seckill.end_time.naive_utc())
+        .execute(&mut *tx)
+        .await?;
+    tx.commit().await?;
+    tracing::info!(voucher_id = id, stock = seckill.stock, "seckill voucher created");
+    Ok(Reply::data(id))
+}
+
+/// One query: the shop's vouchers on shelf, seckill fields joined in.
+async fn list_for_shop(State(state): State<AppState>, Path(shop_id): Path<u64>) -> ApiResult<Reply<Vec<VoucherView>>> {
+    let vouchers = sqlx::query_as::<_, VoucherView>(
+        "SELECT v.id, v.shop_id, v.title, v.sub_title, v.rules, v.pay_value, v.actual_value,
+                v.type, v.status, sv.stock, sv.begin_time, sv.end_time
+         FROM tb_voucher v
+         LEFT JOIN tb_seckill_voucher sv ON sv.voucher_id = v.id
+         WHERE v.shop_id = ? AND v.status = 1
+         ORDER BY v.id",
+    )
+    .bind(shop_id)
+    .fetch_all(&state.db)
+    .await?;
+    Ok(Reply::list(vouchers))
+}
+
+/// The seckill row of a voucher, if it is one.
+pub async fn find_seckill(db: &MySqlPool, voucher_id: u64) -> sqlx::Result<Option<SeckillVoucher>> {
+    sqlx::query_as::<_, SeckillVoucher>(
+        "SELECT voucher_id, stock, begin_time, end_time FROM tb_seckill_voucher WHERE voucher_id = ?",
+    )
+    .bind(voucher_id)
+    .fetch_optional(db)
+    .await
+}

@@ -1,0 +1,160 @@
+//! Voucher shapes on the wire and in the tables, and the rules a voucher
+//! must follow before it is written.
+
+use chrono::{DateTime, FixedOffset, NaiveDateTime, SecondsFormat};
+use serde::{Deserialize, Serialize, Serializer};
+
+use crate::http::{ApiError, ApiResult};
+
+pub const TYPE_ORDINARY: u8 = 0;
+pub const TYPE_SECKILL: u8 = 1;
+pub const STATUS_ON_SHELF: u8 = 1;
+const MAX_TITLE: usize = 255;
+const MAX_RULES: usize = 1024;
+
+/// What an admin posts. Unknown fields are rejected, so a typo such as
+/// `stok` is a 400 instead of a voucher silently created without stock.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct VoucherForm {
+    pub shop_id: u64,
+    pub title: String,
+    #[serde(default)]
+    pub sub_title: String,
+    #[serde(default)]
+    pub rules: String,
+    pub pay_value: i64,
+    pub actual_value: i64,
+    #[serde(rename = "type")]
+    pub kind: Option<u8>,
+    pub status: Option<u8>,
+    pub stock: Option<i64>,
+    pub begin_time: Option<DateTime<FixedOffset>>,
+    pub end_time: Option<DateTime<FixedOffset>>,
+}
+
+/// A validated `tb_voucher` row to insert.
+pub struct NewVoucher {
+    pub shop_id: u64,
+    pub title: String,
+    pub sub_title: String,
+    pub rules: String,
+    pub pay_value: i64,
+    pub actual_value: i64,
+    pub kind: u8,
+    pub status: u8,
+}
+
+/// A validated `tb_seckill_voucher` row to insert.
+pub struct NewSeckill {
+    pub stock: i32,
+    pub begin_time: DateTime<FixedOffset>,
+    pub end_time: DateTime<FixedOffset>,
+}
+
+impl VoucherForm {
+    pub fn into_ordinary(self) -> ApiResult<NewVoucher> {
+        if self.stock.is_some() || self.begin_time.is_some() || self.end_time.is_some() {
+            return Err(ApiError::validation("stock, beginTime and endTime belong to POST /voucher/seckill"));
+        }
+        if self.kind.is_some_and(|k| k != TYPE_ORDINARY) {
+            return Err(ApiError::validation("type must be 0 here; seckill vouchers go to POST /voucher/seckill"));
+        }
+        self.common(TYPE_ORDINARY)
+    }
+
+    pub fn into_seckill(mut self) -> ApiResult<(NewVoucher, NewSeckill)> {
+        if self.kind.is_some_and(|k| k != TYPE_SECKILL) {
+            return Err(ApiError::validation("type must be 1 for a seckill voucher"));
+        }
+        let stock = self.stock.take().ok_or_else(|| ApiError::validation("stock is required"))?;
+        let stock = i32::try_from(stock)
+            .ok()
+            .filter(|s| *s >= 0)
+            .ok_or_else(|| ApiError::validation(format!("stock must be between 0 and {}", i32::MAX)))?;
+        let begin_time = self.begin_time.take().ok_or_else(|| ApiError::validation("beginTime is required"))?;
+        let end_time = self.end_time.take().ok_or_else(|| ApiError::validation("endTime is required"))?;
+        if begin_time >= end_time {
+            return Err(ApiError::validation("beginTime must be before endTime"));
+        }
+        let voucher = self.common(TYPE_SECKILL)?;
+        Ok((voucher, NewSeckill { stock, begin_time, end_time }))
+    }
+
+    fn common(self, kind: u8) -> ApiResult<NewVoucher> {
+        let title = self.title.trim().to_owned();
+        if title.is_empty() {
+            return Err(ApiError::validation("title must not be empty"));
+        }
+        if title.chars().count() > MAX_TITLE || self.sub_title.chars().count() > MAX_TITLE {
+            return Err(ApiError::validation(format!("title and subTitle are at most {MAX_TITLE} characters")));
+        }
+        if self.rules.chars().count() > MAX_RULES {
+            return Err(ApiError::validation(format!("rules are at most {MAX_RULES} characters")));
+        }
+        if self.shop_id == 0 {
+            return Err(ApiError::validation("shopId must be positive"));
+        }
+        if self.pay_value < 0 || self.actual_value < 0 {
+            return Err(ApiError::validation("payValue and actualValue must be >= 0"));
+        }
+        let status = self.status.unwrap_or(STATUS_ON_SHELF);
+        if !(1..=3).contains(&status) {
+            return Err(ApiError::validation("status must be 1 (on shelf), 2 (off shelf) or 3 (expired)"));
+        }
+        Ok(NewVoucher {
+            shop_id: self.shop_id,
+            title,
+            sub_title: self.sub_title,
+            rules: self.rules,
+            pay_value: self.pay_value,
+            actual_value: self.actual_value,
+            kind,
+            status,
+        })
+    }
+}
+
+/// A voucher as listed, with its seckill fields when it has them.
+#[derive(Debug, Serialize, sqlx::FromRow)]
+#[serde(rename_all = "camelCase")]
+pub struct VoucherView {
+    pub id: u64,
+    pub shop_id: u64,
+    pub title: String,
+    pub sub_title: String,
+    pub rules: String,
+    pub pay_value: u64,
+    pub actual_value: i64,
+    #[serde(rename = "type")]
+    #[sqlx(rename = "type")]
+    pub kind: u8,
+    pub status: u8,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stock: Option<i32>,
+    #[serde(skip_serializing_if = "Option::is_none", serialize_with = "rfc3339_opt")]
+    pub begin_time: Option<NaiveDateTime>,
+    #[serde(skip_serializing_if = "Option::is_none", serialize_with = "rfc3339_opt")]
+    pub end_time: Option<NaiveDateTime>,
+}
+
+/// The seckill row the order path reads.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct SeckillVoucher {
+    pub voucher_id: u64,
+    pub stock: i32,
+    pub begin_time: NaiveDateTime,
+    pub end_time: NaiveDateTime,
+}
+
+/// UTC DATETIME columns as RFC 3339 with an explicit offset.
+pub fn rfc3339(t: &NaiveDateTime) -> String {
+    t.and_utc().fixed_offset().to_rfc3339_opts(SecondsFormat::Secs, false)
+}
+
+fn rfc3339_opt<S: Serializer>(t: &Option<NaiveDateTime>, s: S) -> Result<S::Ok, S::Error> {
+    match t {
+        Some(t) => s.serialize_str(&rfc3339(t)),
+        None => s.serialize_none(),
+    }
+}

@@ -1,0 +1,183 @@
+//! The synchronous seckill through the HTTP API, audited in the tables.
+
+mod common;
+
+use chrono::{Duration as ChronoDuration, Utc};
+use common::{TestApp, expect_error, expect_ok, tally};
+use redis::AsyncCommands;
+use reqwest::StatusCode;
+
+#[tokio::test]
+async fn three_hundred_users_racing_for_a_hundred_get_exactly_a_hundred_orders() {
+    let app = TestApp::spawn().await;
+    let voucher = app.open_seckill(100).await;
+    let users = app.seed_users(300).await;
+
+    let orders = users.iter().map(|(_, token)| app.order(voucher, token));
+    let outcomes = tally(futures::future::join_all(orders).await).await;
+
+    assert_eq!(outcomes.get("OK"), Some(&100), "{outcomes:?}");
+    assert_eq!(outcomes.get("SOLD_OUT"), Some(&200), "{outcomes:?}");
+    assert_eq!(outcomes.len(), 2, "nothing else: {outcomes:?}");
+    assert_eq!(app.stock_of(voucher).await, 0);
+    assert_eq!(app.orders_of(voucher).await, (100, 100), "(orders, distinct users)");
+}
+
+#[tokio::test]
+async fn one_user_firing_fifty_concurrent_orders_gets_exactly_one() {
+    let app = TestApp::spawn().await;
+    let voucher = app.open_seckill(100).await;
+    let (_, token) = app.seed_users(1).await.remove(0);
+
+    let orders = (0..50).map(|_| app.order(voucher, &token));
+    let outcomes = tally(futures::future::join_all(orders).await).await;
+
+    assert_eq!(outcomes.get("OK"), Some(&1), "{outcomes:?}");
+    let refused = outcomes.get("TOO_MANY_REQUESTS").unwrap_or(&0) + outcomes.get("DUPLICATE_ORDER").unwrap_or(&0);
+    assert_eq!(refused, 49, "{outcomes:?}");
+    assert_eq!(app.orders_of(voucher).await, (1, 1));
+    assert_eq!(app.stock_of(voucher).await, 99);
+}
+
+#[tokio::test]
+async fn a_user_who_already_ordered_gets_duplicate_order_later() {
+    let app = TestApp::spawn().await;
+    let voucher = app.open_seckill(10).await;
+    let (user_id, token) = app.seed_users(1).await.remove(0);
+
+    let first = expect_ok(app.order(voucher, &token).await).await;
+    let order_id = first["data"].as_str().unwrap().to_owned();
+    expect_error(app.order(voucher, &token).await, StatusCode::CONFLICT, "DUPLICATE_ORDER").await;
+    assert_eq!(app.stock_of(voucher).await, 9, "the refused order took no stock");
+
+    // The order as its owner sees it.
+    let shown = expect_ok(app.get(&format!("/voucher-order/{order_id}"), Some(&token)).await).await;
+    assert_eq!(shown["data"]["id"], order_id.as_str(), "ids are strings");
+    assert_eq!(shown["data"]["userId"], user_id);
+    assert_eq!(shown["data"]["voucherId"], voucher);
+    let created = shown["data"]["createTime"].as_str().unwrap();
+    assert!(chrono::DateTime::parse_from_rfc3339(created).is_ok() && created.ends_with("+00:00"), "{created}");
+}
+
+#[tokio::test]
+async fn an_order_is_visible_to_its_owner_only() {
+    let app = TestApp::spawn().await;
+    let voucher = app.open_seckill(10).await;
+    let users = app.seed_users(2).await;
+    let placed = expect_ok(app.order(voucher, &users[0].1).await).await;
+    let path = format!("/voucher-order/{}", placed["data"].as_str().unwrap());
+
+    expect_ok(app.get(&path, Some(&users[0].1)).await).await;
+    expect_error(app.get(&path, Some(&users[1].1)).await, StatusCode::NOT_FOUND, "NOT_FOUND").await;
+    expect_error(app.get("/voucher-order/123456789", Some(&users[0].1)).await, StatusCode::NOT_FOUND, "NOT_FOUND").await;
+    expect_error(app.get("/voucher-order/not-a-number", Some(&users[0].1)).await, StatusCode::BAD_REQUEST, "VALIDATION").await;
+    expect_error(app.get(&path, None).await, StatusCode::UNAUTHORIZED, "UNAUTHORIZED").await;
+}
+
+#[tokio::test]
+async fn orders_outside_the_window_or_for_unknown_vouchers_are_refused() {
+    let app = TestApp::spawn().await;
+    let now = Utc::now();
+    let future = app.create_seckill(10, now + ChronoDuration::hours(1), now + ChronoDuration::hours(2)).await;
+    let past = app.create_seckill(10, now - ChronoDuration::hours(2), now - ChronoDuration::hours(1)).await;
+    let (_, token) = app.seed_users(1).await.remove(0);
+
+    expect_error(app.order(future, &token).await, StatusCode::CONFLICT, "NOT_STARTED").await;
+    expect_error(app.order(past, &token).await, StatusCode::CONFLICT, "ENDED").await;
+    expect_error(app.order(999_999, &token).await, StatusCode::NOT_FOUND, "NOT_FOUND").await;
+    expect_error(app.post("/voucher-order/seckill/abc", Some(&token)).await, StatusCode::BAD_REQUEST, "VALIDATION").await;
+    expect_error(app.order(future, "no-such-token").await, StatusCode::UNAUTHORIZED, "UNAUTHORIZED").await;
+    expect_error(app.post(&format!("/voucher-order/seckill/{future}"), None).await, StatusCode::UNAUTHORIZED, "UNAUTHORIZED").await;
+    assert_eq!(app.stock_of(future).await, 10);
+    assert_eq!(app.stock_of(past).await, 10);
+}
+
+#[tokio::test]
+async fn a_sold_out_voucher_answers_sold_out() {
+    let app = TestApp::spawn().await;
+    let voucher = app.open_seckill(1).await;
+    let users = app.seed_users(3).await;
+    expect_ok(app.order(voucher, &users[0].1).await).await;
+    expect_error(app.order(voucher, &users[1].1).await, StatusCode::CONFLICT, "SOLD_OUT").await;
+    expect_error(app.order(voucher, &users[2].1).await, StatusCode::CONFLICT, "SOLD_OUT").await;
+    let zero = app.open_seckill(0).await;
+    expect_error(app.order(zero, &users[1].1).await, StatusCode::CONFLICT, "SOLD_OUT").await;
+    assert_eq!(app.orders_of(voucher).await, (1, 1));
+}
+
+#[tokio::test]
+async fn after_a_successful_order_the_lock_key_is_gone() {
+    let app = TestApp::spawn().await;
+    let voucher = app.open_seckill(5).await;
+    let (user_id, token) = app.seed_users(1).await.remove(0);
+    expect_ok(app.order(voucher, &token).await).await;
+    let exists: bool = app.redis.clone().exists(app.keys.order_lock(user_id)).await.unwrap();
+    assert!(!exists, "released after the commit");
+    assert!(app.state.locks.metrics().acquired >= 1, "the order went through the lock");
+}
+
+#[tokio::test]
+async fn a_second_request_while_the_lock_is_held_gets_429() {
+    let app = TestApp::spawn().await;
+    let voucher = app.open_seckill(5).await;
+    let (user_id, token) = app.seed_users(1).await.remove(0);
+    // Another instance (another owner) holds this user's lock.
+    let other = hmdp::lock::LockService::new(
+        redis::Client::open(common::redis_url()).unwrap(),
+        app.redis.clone(),
+        Default::default(),
+    );
+    let held = other
+        .try_lock(&app.keys.order_lock(user_id), &hmdp::lock::Holder::random(), std::time::Duration::ZERO, None)
+        .await
+        .unwrap()
+        .unwrap();
+    expect_error(app.order(voucher, &token).await, StatusCode::TOO_MANY_REQUESTS, "TOO_MANY_REQUESTS").await;
+    held.unlock().await.unwrap();
+    expect_ok(app.order(voucher, &token).await).await;
+}
+
+#[tokio::test]
+async fn a_failure_inside_the_transaction_leaves_the_stock_and_frees_the_lock() {
+    let app = TestApp::spawn().await;
+    let voucher = app.open_seckill(5).await;
+    let (user_id, token) = app.seed_users(1).await.remove(0);
+    // Make the order insert fail after the stock update ran.
+    sqlx::raw_sql(
+        "CREATE TRIGGER fail_order_insert BEFORE INSERT ON tb_voucher_order FOR EACH ROW
+         SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'injected failure'",
+    )
+    .execute(&app.db)
+    .await
+    .unwrap();
+
+    let body = expect_error(app.order(voucher, &token).await, StatusCode::INTERNAL_SERVER_ERROR, "INTERNAL").await;
+    assert!(!body.to_string().contains("injected"), "internals are not leaked: {body}");
+    assert_eq!(app.stock_of(voucher).await, 5, "rolled back");
+    assert_eq!(app.orders_of(voucher).await, (0, 0));
+    let exists: bool = app.redis.clone().exists(app.keys.order_lock(user_id)).await.unwrap();
+    assert!(!exists, "the lock is free after the rollback");
+
+    sqlx::raw_sql("DROP TRIGGER fail_order_insert").execute(&app.db).await.unwrap();
+    expect_ok(app.order(voucher, &token).await).await;
+    assert_eq!(app.stock_of(voucher).await, 4);
+}
+
+#[tokio::test]
+async fn the_unique_index_has_the_last_word_when_the_check_is_bypassed() {
+    let app = TestApp::spawn().await;
+    let voucher = app.open_seckill(5).await;
+    let (user_id, token) = app.seed_users(1).await.remove(0);
+    // A trigger on the stock update inserts the same (user, voucher) order
+    // between our one-order check and our insert, standing in for an order
+    // that slipped past the lock. Only the UNIQUE index can catch it.
+    sqlx::raw_sql(&format!(
+        "CREATE TRIGGER sneak_in_order BEFORE UPDATE ON tb_seckill_voucher FOR EACH ROW
+         INSERT IGNORE INTO tb_voucher_order (id, user_id, voucher_id) VALUES (1, {user_id}, {voucher})"
+    ))
+    .execute(&app.db)
+    .await
+    .unwrap();
+    expect_error(app.order(voucher, &token).await, StatusCode::CONFLICT, "DUPLICATE_ORDER").await;
+    assert_eq!(app.stock_of(voucher).await, 5, "the whole transaction rolled back");
+}

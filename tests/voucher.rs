@@ -1,0 +1,121 @@
+//! Admin voucher routes and the public listing.
+
+mod common;
+
+use common::{ADMIN_KEY, TestApp, expect_error, expect_ok, seckill_body};
+use reqwest::StatusCode;
+use serde_json::json;
+
+const BEGIN: &str = "2026-11-22T10:00:00+08:00";
+const END: &str = "2026-11-22T12:00:00+08:00";
+
+#[tokio::test]
+async fn admin_routes_need_the_right_key() {
+    let app = TestApp::spawn().await;
+    let body = seckill_body(10, BEGIN, END);
+    for path in ["/voucher/seckill", "/voucher"] {
+        expect_error(app.post_json(path, None, &body).await, StatusCode::FORBIDDEN, "FORBIDDEN").await;
+        expect_error(app.post_json(path, Some("wrong-key"), &body).await, StatusCode::FORBIDDEN, "FORBIDDEN").await;
+        expect_error(app.post_json(path, Some(""), &body).await, StatusCode::FORBIDDEN, "FORBIDDEN").await;
+    }
+    let count: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM tb_voucher").fetch_one(&app.db).await.unwrap();
+    assert_eq!(count, 0);
+}
+
+#[tokio::test]
+async fn without_a_configured_admin_key_admin_routes_are_closed_to_everyone() {
+    let app = TestApp::spawn_with(|c| c.admin_key = None).await;
+    let body = seckill_body(10, BEGIN, END);
+    expect_error(app.post_json("/voucher/seckill", Some(ADMIN_KEY), &body).await, StatusCode::FORBIDDEN, "FORBIDDEN").await;
+    expect_error(app.post_json("/voucher/seckill", None, &body).await, StatusCode::FORBIDDEN, "FORBIDDEN").await;
+}
+
+#[tokio::test]
+async fn a_seckill_voucher_is_created_with_both_rows_and_listed() {
+    let app = TestApp::spawn().await;
+    let created = expect_ok(app.post_json("/voucher/seckill", Some(ADMIN_KEY), &seckill_body(200, BEGIN, END)).await).await;
+    let id = created["data"].as_u64().unwrap();
+    let ordinary = json!({"shopId": 1, "title": "50 off 100", "payValue": 5000, "actualValue": 10000});
+    let plain = expect_ok(app.post_json("/voucher", Some(ADMIN_KEY), &ordinary).await).await["data"].as_u64().unwrap();
+    let off_shelf = json!({"shopId": 1, "title": "hidden", "payValue": 1, "actualValue": 2, "status": 2});
+    expect_ok(app.post_json("/voucher", Some(ADMIN_KEY), &off_shelf).await).await;
+    let elsewhere = json!({"shopId": 2, "title": "other shop", "payValue": 1, "actualValue": 2});
+    expect_ok(app.post_json("/voucher", Some(ADMIN_KEY), &elsewhere).await).await;
+
+    let (stock, begin): (i32, chrono::NaiveDateTime) =
+        sqlx::query_as("SELECT stock, begin_time FROM tb_seckill_voucher WHERE voucher_id = ?")
+            .bind(id)
+            .fetch_one(&app.db)
+            .await
+            .unwrap();
+    assert_eq!(stock, 200);
+    assert_eq!(begin.to_string(), "2026-11-22 02:00:00", "stored in UTC");
+
+    let listed = expect_ok(app.get("/voucher/list/1", None).await).await;
+    assert_eq!(listed["total"], 2, "{listed}");
+    let items = listed["data"].as_array().unwrap();
+    let seckill = items.iter().find(|v| v["id"] == id).unwrap();
+    assert_eq!(seckill["stock"], 200);
+    assert_eq!(seckill["type"], 1);
+    assert_eq!(seckill["title"], "100 off 50");
+    assert_eq!(seckill["payValue"], 8000);
+    assert_eq!(seckill["beginTime"], "2026-11-22T02:00:00+00:00");
+    assert_eq!(seckill["endTime"], "2026-11-22T04:00:00+00:00");
+    let plain = items.iter().find(|v| v["id"] == plain).unwrap();
+    assert!(plain.get("stock").is_none() && plain.get("beginTime").is_none(), "{plain}");
+
+    let empty = expect_ok(app.get("/voucher/list/999", None).await).await;
+    assert_eq!(empty["data"], json!([]));
+    expect_error(app.get("/voucher/list/abc", None).await, StatusCode::BAD_REQUEST, "VALIDATION").await;
+}
+
+#[tokio::test]
+async fn invalid_voucher_bodies_are_400_and_write_nothing() {
+    let app = TestApp::spawn().await;
+    let base = seckill_body(10, BEGIN, END);
+    let with = |field: &str, value: serde_json::Value| {
+        let mut b = base.clone();
+        b[field] = value;
+        b
+    };
+    let without = |field: &str| {
+        let mut b = base.clone();
+        b.as_object_mut().unwrap().remove(field);
+        b
+    };
+    let cases = vec![
+        ("empty title", with("title", json!("   "))),
+        ("negative payValue", with("payValue", json!(-1))),
+        ("negative actualValue", with("actualValue", json!(-5))),
+        ("negative stock", with("stock", json!(-1))),
+        ("stock beyond INT", with("stock", json!(3_000_000_000i64))),
+        ("stock as string", with("stock", json!("10"))),
+        ("end before begin", with("endTime", json!("2026-11-22T09:00:00+08:00"))),
+        ("end equal to begin", with("endTime", json!(BEGIN))),
+        ("time without offset", with("beginTime", json!("2026-11-22T10:00:00"))),
+        ("not a time", with("beginTime", json!("tomorrow"))),
+        ("missing stock", without("stock")),
+        ("missing beginTime", without("beginTime")),
+        ("missing title", without("title")),
+        ("unknown field", with("stok", json!(10))),
+        ("wrong type", with("type", json!(0))),
+        ("bad status", with("status", json!(9))),
+        ("zero shop", with("shopId", json!(0))),
+        ("title too long", with("title", json!("x".repeat(256)))),
+    ];
+    for (what, body) in cases {
+        let resp = app.post_json("/voucher/seckill", Some(ADMIN_KEY), &body).await;
+        let status = resp.status();
+        let got: serde_json::Value = resp.json().await.unwrap();
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{what}: {got}");
+        assert_eq!(got["errorCode"], "VALIDATION", "{what}: {got}");
+    }
+    // Seckill fields on the ordinary route are refused too.
+    expect_error(app.post_json("/voucher", Some(ADMIN_KEY), &base).await, StatusCode::BAD_REQUEST, "VALIDATION").await;
+    let raw = app.client.post(app.url("/voucher/seckill")).header("x-admin-key", ADMIN_KEY)
+        .header("content-type", "application/json").body("{not json").send().await.unwrap();
+    expect_error(raw, StatusCode::BAD_REQUEST, "VALIDATION").await;
+
+    let count: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM tb_voucher").fetch_one(&app.db).await.unwrap();
+    assert_eq!(count, 0, "nothing written");
+}
