@@ -29,8 +29,8 @@ struct SessionLookupFailed;
 /// Never rejects: a missing, bad or dead token simply leaves the request
 /// without a user, and the routes that need one say so.
 pub async fn refresh_session(State(state): State<AppState>, mut req: Request, next: Next) -> Response {
-    if let Some(token) = bearer_token(req.headers()) {
-        if let Ok(claims) = state.tokens.verify(token) {
+    if let Some(token) = bearer_token(req.headers())
+        && let Ok(claims) = state.tokens.verify(token) {
             match SessionStore::new(&state).load_and_touch(&claims.sid).await {
                 Ok(Some(profile)) if profile.id.to_string() == claims.sub => {
                     req.extensions_mut().insert(CurrentUser {
@@ -46,7 +46,6 @@ pub async fn refresh_session(State(state): State<AppState>, mut req: Request, ne
                 }
             }
         }
-    }
     next.run(req).await
 }
 

@@ -20,6 +20,7 @@ use tokio_util::sync::CancellationToken;
 use super::{Inner, metrics::LockMetrics};
 
 type HoldId = (String, String);
+type HoldList = Vec<(HoldId, Arc<Hold>)>;
 
 /// One lock held by one owner in this process, shared by its re-entries.
 pub(super) struct Hold {
@@ -76,13 +77,12 @@ impl Holds {
     /// was sent, so deadlines computed from it are never late.
     pub fn acquired(&self, inner: &Arc<Inner>, id: HoldId, lease: Lease, sent_at: Instant, first: bool) -> Arc<Hold> {
         let mut map = self.by_lock.lock().expect("holds poisoned");
-        if !first {
-            if let Some(hold) = map.get(&id).filter(|h| !h.lost.is_cancelled()) {
+        if !first
+            && let Some(hold) = map.get(&id).filter(|h| !h.lost.is_cancelled()) {
                 // The script re-armed the key's TTL.
                 hold.state.lock().expect("hold poisoned").expires_at = sent_at + lease.ttl();
                 return hold.clone();
             }
-        }
         // A first acquisition while we still had a record means that earlier
         // hold ended behind our back (its lease ran out): say so.
         if let Some(stale) = map.remove(&id) {
@@ -107,11 +107,10 @@ impl Holds {
 
     /// Records an unlock that left `remaining` holds in Redis.
     pub fn released(&self, id: &HoldId, remaining: usize) {
-        if remaining == 0 {
-            if let Some(hold) = self.by_lock.lock().expect("holds poisoned").remove(id) {
+        if remaining == 0
+            && let Some(hold) = self.by_lock.lock().expect("holds poisoned").remove(id) {
                 hold.stop.cancel();
             }
-        }
     }
 
     /// Ends `hold` as lost, unless a newer hold has replaced it.
@@ -136,7 +135,7 @@ impl Holds {
 
     /// One look at every watchdog hold: the ones past their give-up time are
     /// lost, the ones due for renewal are returned.
-    fn scan(&self, now: Instant) -> (Vec<(HoldId, Arc<Hold>)>, Vec<(HoldId, Arc<Hold>)>) {
+    fn scan(&self, now: Instant) -> (HoldList, HoldList) {
         let map = self.by_lock.lock().expect("holds poisoned");
         let (mut expired, mut due) = (Vec::new(), Vec::new());
         for (id, hold) in map.iter() {

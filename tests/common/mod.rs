@@ -173,14 +173,13 @@ async fn cleanup(database: String, prefix: String) {
     {
         let _ = sqlx::raw_sql(&format!("DROP DATABASE IF EXISTS `{database}`")).execute(&mut conn).await;
     }
-    if let Ok(client) = redis::Client::open(redis_url()) {
-        if let Ok(mut conn) = client.get_multiplexed_async_connection().await {
+    if let Ok(client) = redis::Client::open(redis_url())
+        && let Ok(mut conn) = client.get_multiplexed_async_connection().await {
             let keys: Vec<String> = conn.keys(format!("{prefix}*")).await.unwrap_or_default();
             for chunk in keys.chunks(500) {
                 let _: Result<(), _> = conn.del(chunk).await;
             }
         }
-    }
 }
 
 /// Asserts a 200 with `success: true` and returns the body.
