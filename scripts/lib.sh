@@ -118,8 +118,10 @@ ensure_database_url() {
     export DATABASE_URL="mysql://hmdp:$password@127.0.0.1:3306/hmdp"
 }
 
-# A mariadb client command line for the account in DATABASE_URL.
-mariadb_url() {
+# A MariaDB client (mariadb, mariadb-slap, ...) for the account in DATABASE_URL.
+client_url() {
+    local client=$1
+    shift
     local rest=${DATABASE_URL#*://}
     local creds=${rest%%@*} hostport=${rest#*@}
     hostport=${hostport%%/*}
@@ -128,11 +130,13 @@ mariadb_url() {
     local host=${hostport%%:*} port=3306
     [ "$hostport" != "$host" ] && port=${hostport#*:}
     if [ -n "$pass" ]; then
-        MYSQL_PWD="$pass" mariadb --protocol=tcp -h"$host" -P"$port" -u"$user" "$@"
+        MYSQL_PWD="$pass" "$client" --protocol=tcp -h"$host" -P"$port" -u"$user" "$@"
     else
-        mariadb --protocol=tcp -h"$host" -P"$port" -u"$user" --skip-password "$@"
+        "$client" --protocol=tcp -h"$host" -P"$port" -u"$user" --skip-password "$@"
     fi
 }
+mariadb_url() { client_url mariadb "$@"; }
+slap_url() { client_url mariadb-slap "$@"; }
 
 prepare_machine() {
     ensure_command curl curl

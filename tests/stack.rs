@@ -7,7 +7,7 @@
 use std::{collections::BTreeSet, time::Duration};
 
 use hmdp::{
-    auth::{SessionStore, TokenKeys, find_or_create_by_phone},
+    auth::{SessionStore, TokenKeys, seed_users},
     startup::{connect_database, connect_redis},
     state::Keys,
 };
@@ -41,16 +41,14 @@ impl Stack {
         }
     }
 
-    /// Logged-in users, made the way `seed-users` will: straight into the
-    /// stack's tables and session store, with tokens the stack accepts.
+    /// Logged-in users, made the way `hmdp seed-users` makes them.
     async fn users(&self, first_phone: u64, count: u64) -> Vec<String> {
-        let mut tokens = Vec::new();
-        for i in 0..count {
-            let user = find_or_create_by_phone(&self.db, &format!("{}", first_phone + i)).await.unwrap();
-            let sid = self.sessions.create(&user).await.unwrap();
-            tokens.push(self.tokens.issue(user.id, &sid).unwrap());
-        }
-        tokens
+        seed_users(&self.db, &self.sessions, &self.tokens, first_phone, count)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|u| u.token)
+            .collect()
     }
 
     async fn open_seckill(&self, stock: i64) -> u64 {

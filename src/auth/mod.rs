@@ -3,6 +3,7 @@
 
 mod code;
 mod layers;
+mod seed;
 mod session;
 mod token;
 mod users;
@@ -13,6 +14,7 @@ use serde::{Deserialize, Serialize};
 pub use layers::{CurrentUser, refresh_session, require_login};
 pub use session::{SessionStore, UserProfile};
 pub use token::{Claims, TokenKeys};
+pub use seed::{SeededUser, seed_users};
 pub use users::find_or_create_by_phone;
 
 use crate::{

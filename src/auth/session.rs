@@ -52,6 +52,24 @@ impl SessionStore {
         Ok(session_id)
     }
 
+    /// Sessions for many users in one round trip; returns their ids in order.
+    pub async fn create_many(&self, users: &[UserProfile]) -> redis::RedisResult<Vec<String>> {
+        let mut pipe = redis::pipe();
+        let ids: Vec<String> = users.iter().map(|_| Uuid::new_v4().simple().to_string()).collect();
+        for (user, session_id) in users.iter().zip(&ids) {
+            let key = self.keys.session(session_id);
+            pipe.hset_multiple(
+                &key,
+                &[("id", user.id.to_string()), ("nickName", user.nick_name.clone()), ("icon", user.icon.clone())],
+            )
+            .ignore()
+            .expire(&key, SESSION_TTL.as_secs() as i64)
+            .ignore();
+        }
+        pipe.exec_async(&mut self.redis.clone()).await?;
+        Ok(ids)
+    }
+
     /// Loads the session and slides its TTL in one round trip. `None` when
     /// it is gone (logged out, expired) or malformed.
     pub async fn load_and_touch(&self, session_id: &str) -> redis::RedisResult<Option<UserProfile>> {

@@ -1,11 +1,13 @@
-//! Per-voucher admission in front of the hot stock row, per instance.
+//! What each instance remembers per seckill voucher, in front of its hot
+//! stock row.
 //!
 //! InnoDB serialises updates of one row; with hundreds of transactions
 //! queued on its lock, throughput falls steeply (lock-wait bookkeeping,
 //! deadlock-detection work, connections held idle). The gate lets a few
 //! transactions at a time reach the row and keeps the rest waiting cheaply
-//! in memory. It also remembers a sold-out voucher, so later requests are
-//! answered without touching the row.
+//! in memory. It also remembers the sale window (immutable once created:
+//! there is no update route) and whether the voucher sold out, so refused
+//! requests cost no database work at all.
 
 use std::{
     collections::HashMap,
@@ -15,6 +17,7 @@ use std::{
     },
 };
 
+use chrono::NaiveDateTime;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 #[derive(Clone)]
@@ -23,9 +26,36 @@ pub struct VoucherGates {
     gates: Arc<Mutex<HashMap<u64, Arc<Gate>>>>,
 }
 
-struct Gate {
+/// The sale window of a seckill voucher, in UTC.
+#[derive(Debug, Clone, Copy)]
+pub struct SaleWindow {
+    pub begin: NaiveDateTime,
+    pub end: NaiveDateTime,
+}
+
+pub struct Gate {
+    pub window: SaleWindow,
     row: Arc<Semaphore>,
     sold_out: AtomicBool,
+}
+
+impl Gate {
+    /// Waits for a turn at the voucher's row.
+    pub async fn enter(&self) -> OwnedSemaphorePermit {
+        self.row.clone().acquire_owned().await.expect("gate semaphores are never closed")
+    }
+
+    pub fn is_sold_out(&self) -> bool {
+        self.sold_out.load(Ordering::Acquire)
+    }
+
+    /// Only for a stock of 0 that MariaDB reported as committed (the
+    /// conditional UPDATE matched no row, or a plain read saw 0). Stock
+    /// only ever goes down, so the flag cannot hide stock that is there; a
+    /// future restock or refund route must clear it.
+    pub fn mark_sold_out(&self) {
+        self.sold_out.store(true, Ordering::Release);
+    }
 }
 
 impl VoucherGates {
@@ -33,31 +63,29 @@ impl VoucherGates {
         Self { permits_per_voucher, gates: Arc::default() }
     }
 
-    fn gate(&self, voucher_id: u64) -> Arc<Gate> {
-        self.gates
+    /// The gate of a voucher this instance has already seen.
+    pub fn get(&self, voucher_id: u64) -> Option<Arc<Gate>> {
+        self.gates.lock().expect("voucher gates poisoned").get(&voucher_id).cloned()
+    }
+
+    /// Remembers a voucher read from the database.
+    pub fn insert(&self, voucher_id: u64, window: SaleWindow, stock: i32) -> Arc<Gate> {
+        let gate = self
+            .gates
             .lock()
             .expect("voucher gates poisoned")
             .entry(voucher_id)
             .or_insert_with(|| {
-                Arc::new(Gate { row: Arc::new(Semaphore::new(self.permits_per_voucher)), sold_out: AtomicBool::new(false) })
+                Arc::new(Gate {
+                    window,
+                    row: Arc::new(Semaphore::new(self.permits_per_voucher)),
+                    sold_out: AtomicBool::new(false),
+                })
             })
-            .clone()
-    }
-
-    /// Waits for a turn at the voucher's row.
-    pub async fn enter(&self, voucher_id: u64) -> OwnedSemaphorePermit {
-        self.gate(voucher_id).row.clone().acquire_owned().await.expect("gate semaphores are never closed")
-    }
-
-    pub fn is_sold_out(&self, voucher_id: u64) -> bool {
-        self.gate(voucher_id).sold_out.load(Ordering::Acquire)
-    }
-
-    /// Only for a stock of 0 that MariaDB reported as committed (the
-    /// conditional UPDATE matched no row, or a plain read saw 0). Stock
-    /// only ever goes down, so the flag cannot hide stock that is there; a
-    /// future restock or refund route must clear it.
-    pub fn mark_sold_out(&self, voucher_id: u64) {
-        self.gate(voucher_id).sold_out.store(true, Ordering::Release);
+            .clone();
+        if stock <= 0 {
+            gate.mark_sold_out();
+        }
+        gate
     }
 }

@@ -13,7 +13,7 @@ use std::time::Duration;
 use axum::{Router, extract::State, routing::{get, post}};
 use chrono::Utc;
 
-pub use gate::VoucherGates;
+pub use gate::{Gate, SaleWindow, VoucherGates};
 pub use order::OrderView;
 
 use crate::{
@@ -36,21 +36,24 @@ async fn place_order(
     user: CurrentUser,
     Path(voucher_id): Path<u64>,
 ) -> ApiResult<Reply<String>> {
-    let voucher = voucher::find_seckill(&state.db, voucher_id)
-        .await?
-        .ok_or(ApiError::NotFound("no such seckill voucher"))?;
+    let gate = match state.gates.get(voucher_id) {
+        Some(gate) => gate,
+        None => {
+            let voucher = voucher::find_seckill(&state.db, voucher_id)
+                .await?
+                .ok_or(ApiError::NotFound("no such seckill voucher"))?;
+            let window = SaleWindow { begin: voucher.begin_time, end: voucher.end_time };
+            state.gates.insert(voucher_id, window, voucher.stock)
+        }
+    };
     let now = Utc::now().naive_utc();
-    if now < voucher.begin_time {
+    if now < gate.window.begin {
         return Err(ApiError::NotStarted);
     }
-    if now >= voucher.end_time {
+    if now >= gate.window.end {
         return Err(ApiError::Ended);
     }
-    if state.gates.is_sold_out(voucher_id) {
-        return Err(ApiError::SoldOut);
-    }
-    if voucher.stock <= 0 {
-        state.gates.mark_sold_out(voucher_id);
+    if gate.is_sold_out() {
         return Err(ApiError::SoldOut);
     }
 
@@ -64,7 +67,7 @@ async fn place_order(
         .map_err(lock_unavailable)?
         .ok_or(ApiError::TooManyRequests("another order of yours is in progress"))?;
 
-    let placed = order_under_lock(&state, user.id, voucher_id, &guard).await;
+    let placed = order_under_lock(&state, &gate, user.id, voucher_id, &guard).await;
     // Released after the commit or rollback, never before.
     if let Err(err) = guard.unlock().await {
         tracing::warn!(error = %err, "releasing the order lock failed; its lease will free it");
@@ -73,9 +76,15 @@ async fn place_order(
     Ok(Reply::data(order_id.to_string()))
 }
 
-async fn order_under_lock(state: &AppState, user_id: u64, voucher_id: u64, guard: &LockGuard) -> ApiResult<i64> {
-    let _turn = state.gates.enter(voucher_id).await;
-    if state.gates.is_sold_out(voucher_id) {
+async fn order_under_lock(
+    state: &AppState,
+    gate: &Gate,
+    user_id: u64,
+    voucher_id: u64,
+    guard: &LockGuard,
+) -> ApiResult<i64> {
+    let _turn = gate.enter().await;
+    if gate.is_sold_out() {
         return Err(ApiError::SoldOut);
     }
     let order_id = state.order_ids.next().await.map_err(|e| match e {
@@ -88,7 +97,7 @@ async fn order_under_lock(state: &AppState, user_id: u64, voucher_id: u64, guard
     let tx = tokio::select! {
         biased;
         () = guard.lost() => return Err(lock_lost()),
-        tx = order::reserve(state, user_id, voucher_id, order_id) => tx?,
+        tx = order::reserve(state, gate, user_id, voucher_id, order_id) => tx?,
     };
     if guard.is_lost() {
         drop(tx);

@@ -16,6 +16,7 @@ use crate::{
 /// caller commits only if it still holds the user's lock.
 pub(super) async fn reserve(
     state: &AppState,
+    gate: &super::Gate,
     user_id: u64,
     voucher_id: u64,
     order_id: i64,
@@ -36,7 +37,7 @@ pub(super) async fn reserve(
         .await?
         .rows_affected();
     if taken == 0 {
-        state.gates.mark_sold_out(voucher_id);
+        gate.mark_sold_out();
         return Err(ApiError::SoldOut);
     }
     // A unique violation here (another instance's order slipped past the

@@ -214,13 +214,12 @@ impl TestApp {
     /// the API would only test login again. Returns (user id, token).
     pub async fn seed_users(&self, count: u32) -> Vec<(u64, String)> {
         let store = hmdp::auth::SessionStore::new(&self.state);
-        let mut users = Vec::with_capacity(count as usize);
-        for i in 0..count {
-            let user = hmdp::auth::find_or_create_by_phone(&self.db, &phone(500_000 + i)).await.unwrap();
-            let sid = store.create(&user).await.unwrap();
-            users.push((user.id, self.state.tokens.issue(user.id, &sid).unwrap()));
-        }
-        users
+        hmdp::auth::seed_users(&self.db, &store, &self.state.tokens, 13_950_000_000, count.into())
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|u| (u.id, u.token))
+            .collect()
     }
 
     pub async fn post_json(&self, path: &str, admin_key: Option<&str>, body: &Value) -> Response {

@@ -1,0 +1,86 @@
+//! What the database says after the run. The numbers are read, never
+//! inferred from the HTTP answers, so the audit can catch the service lying.
+
+use serde::Serialize;
+use sqlx::MySqlPool;
+
+/// Stock and orders of a voucher at one moment.
+pub struct Snapshot {
+    stock: i64,
+    orders: i64,
+}
+
+impl Snapshot {
+    pub async fn read(db: &MySqlPool, voucher: u64) -> anyhow::Result<Self> {
+        let stock: i32 = sqlx::query_scalar("SELECT stock FROM tb_seckill_voucher WHERE voucher_id = ?")
+            .bind(voucher)
+            .fetch_optional(db)
+            .await?
+            .ok_or_else(|| anyhow::anyhow!("voucher {voucher} is not a seckill voucher"))?;
+        let orders: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM tb_voucher_order WHERE voucher_id = ?")
+            .bind(voucher)
+            .fetch_one(db)
+            .await?;
+        Ok(Self { stock: stock.into(), orders })
+    }
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Audit {
+    pub voucher_id: u64,
+    /// Stock before the run plus the orders that already existed.
+    pub initial_stock: i64,
+    pub orders: i64,
+    pub remaining_stock: i64,
+    pub oversold: i64,
+    pub duplicate_pairs: i64,
+    pub stock_plus_orders_is_initial: bool,
+    /// Orders the run created, and successes the service answered.
+    pub new_orders: i64,
+    pub success_answers: u64,
+    pub passed: bool,
+}
+
+impl Audit {
+    pub async fn new(db: &MySqlPool, voucher: u64, before: &Snapshot, after: &Snapshot, successes: u64) -> anyhow::Result<Self> {
+        let duplicate_pairs: i64 = sqlx::query_scalar(
+            "SELECT COUNT(*) FROM (SELECT user_id FROM tb_voucher_order WHERE voucher_id = ? GROUP BY user_id HAVING COUNT(*) > 1) d",
+        )
+        .bind(voucher)
+        .fetch_one(db)
+        .await?;
+        let initial = before.stock + before.orders;
+        let oversold = (after.orders - initial).max(0);
+        let balanced = after.stock + after.orders == initial;
+        let new_orders = after.orders - before.orders;
+        Ok(Self {
+            voucher_id: voucher,
+            initial_stock: initial,
+            orders: after.orders,
+            remaining_stock: after.stock,
+            oversold,
+            duplicate_pairs,
+            stock_plus_orders_is_initial: balanced,
+            new_orders,
+            success_answers: successes,
+            passed: oversold == 0 && duplicate_pairs == 0 && balanced && after.stock >= 0 && new_orders == successes as i64,
+        })
+    }
+
+    pub fn render(&self) -> String {
+        format!(
+            "Audit of voucher {} (from MariaDB)\n  initial stock          {}\n  orders                 {}\n  remaining stock        {}\n  oversold               {}\n  duplicate (user, voucher) pairs {}\n  stock + orders = initial  {}\n  orders created by this run {} / success answers {}\n  result                 {}\n",
+            self.voucher_id,
+            self.initial_stock,
+            self.orders,
+            self.remaining_stock,
+            self.oversold,
+            self.duplicate_pairs,
+            if self.stock_plus_orders_is_initial { "yes" } else { "NO" },
+            self.new_orders,
+            self.success_answers,
+            if self.passed { "PASS" } else { "FAIL" },
+        )
+    }
+}

@@ -1,0 +1,235 @@
+//! `seckill-load`: a JMeter-style load test of the seckill route, followed by
+//! an audit of the database that proves (or refutes) "no oversell, one order
+//! per user" for the run.
+//!
+//!     seckill-load --base-url http://127.0.0.1:8080 --users 1000 --stock 200 --concurrency 1000
+//!     seckill-load --tokens tokens.csv --stock 20000 --concurrency 1000 --json run.json
+//!
+//! `--users N` seeds N users itself (needs DATABASE_URL, REDIS_URL and the
+//! stack's JWT_SECRET); `--tokens` reads `hmdp seed-users` output. `--stock`
+//! creates a voucher through the admin API (ADMIN_KEY), window open now;
+//! `--voucher` uses an existing one. Exits non-zero when the audit fails.
+
+mod audit;
+mod report;
+
+use std::{
+    path::PathBuf,
+    sync::{
+        Arc,
+        atomic::{AtomicUsize, Ordering},
+    },
+    time::{Duration, Instant},
+};
+
+use anyhow::Context;
+use clap::Parser;
+use hmdp::{
+    auth::{SessionStore, TokenKeys, seed_users},
+    startup::{connect_database, connect_redis},
+    state::Keys,
+};
+use serde_json::{Value, json};
+
+use report::{Outcome, Recorder};
+
+#[derive(Parser, Debug)]
+#[command(name = "seckill-load", about = "Load-test the seckill route, then audit the database")]
+struct Args {
+    #[arg(long, default_value = "http://127.0.0.1:8080")]
+    base_url: String,
+    /// Seed this many users directly (needs JWT_SECRET, REDIS_URL).
+    #[arg(long, conflicts_with = "tokens")]
+    users: Option<u64>,
+    /// First phone of the seeded users.
+    #[arg(long, default_value_t = 17_100_000_000)]
+    first_phone: u64,
+    /// CSV from `hmdp seed-users` (a `token` column).
+    #[arg(long)]
+    tokens: Option<PathBuf>,
+    /// Create a seckill voucher with this stock (needs ADMIN_KEY).
+    #[arg(long, conflicts_with = "voucher")]
+    stock: Option<i64>,
+    /// Use this existing voucher instead.
+    #[arg(long)]
+    voucher: Option<u64>,
+    #[arg(long, default_value_t = 200)]
+    concurrency: usize,
+    /// Workers start evenly spread over this many seconds.
+    #[arg(long, default_value_t = 0.0)]
+    ramp_up: f64,
+    /// Requests per user; above 1 it is a duplicate storm.
+    #[arg(long, default_value_t = 1)]
+    requests_per_user: usize,
+    /// Also write the report and the audit as JSON.
+    #[arg(long)]
+    json: Option<PathBuf>,
+    /// Fail when any request ended outside the expected outcomes.
+    #[arg(long)]
+    fail_on_other: bool,
+    #[arg(long, env = "DATABASE_URL", default_value = "mysql://root@127.0.0.1:3306/hmdp")]
+    database_url: String,
+    #[arg(long, env = "REDIS_URL", default_value = "redis://127.0.0.1:6379")]
+    redis_url: String,
+    #[arg(long, env = "JWT_SECRET", hide_env_values = true)]
+    jwt_secret: Option<String>,
+    #[arg(long, env = "ADMIN_KEY", hide_env_values = true)]
+    admin_key: Option<String>,
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    anyhow::ensure!(args.concurrency > 0 && args.requests_per_user > 0, "concurrency and requests-per-user must be positive");
+    // A thousand connections need more than the usual 1024 descriptors.
+    let _ = rlimit::increase_nofile_limit(65_536);
+
+    let db = connect_database(&args.database_url, 4).await?;
+    let tokens = load_tokens(&args, &db).await?;
+    anyhow::ensure!(!tokens.is_empty(), "no users: give --users N or --tokens FILE");
+
+    let client = reqwest::Client::builder()
+        .pool_max_idle_per_host(args.concurrency)
+        .timeout(Duration::from_secs(60))
+        .build()?;
+    let voucher = match (args.voucher, args.stock) {
+        (Some(id), _) => id,
+        (None, Some(stock)) => create_voucher(&client, &args, stock).await?,
+        (None, None) => anyhow::bail!("give --stock S (creates a voucher) or --voucher ID"),
+    };
+    let before = audit::Snapshot::read(&db, voucher).await?;
+
+    let jobs: Arc<Vec<usize>> = Arc::new(
+        (0..tokens.len()).flat_map(|user| std::iter::repeat_n(user, args.requests_per_user)).collect(),
+    );
+    let tokens = Arc::new(tokens);
+    let next = Arc::new(AtomicUsize::new(0));
+    let done = Arc::new(AtomicUsize::new(0));
+    let url = format!("{}/voucher-order/seckill/{voucher}", args.base_url.trim_end_matches('/'));
+    eprintln!(
+        "voucher {voucher}: {} requests from {} users, concurrency {}, ramp-up {}s",
+        jobs.len(),
+        tokens.len(),
+        args.concurrency,
+        args.ramp_up
+    );
+
+    let progress = tokio::spawn(show_progress(done.clone(), jobs.len()));
+    let workers: Vec<_> = (0..args.concurrency)
+        .map(|w| {
+            let (client, jobs, tokens, next, done, url) =
+                (client.clone(), jobs.clone(), tokens.clone(), next.clone(), done.clone(), url.clone());
+            let delay = Duration::from_secs_f64(args.ramp_up * w as f64 / args.concurrency as f64);
+            tokio::spawn(async move {
+                tokio::time::sleep(delay).await;
+                let mut recorder = Recorder::new();
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    let Some(&user) = jobs.get(i) else { break };
+                    let sent = Instant::now();
+                    let outcome = order(&client, &url, &tokens[user]).await;
+                    recorder.record(outcome, sent, Instant::now());
+                    done.fetch_add(1, Ordering::Relaxed);
+                }
+                recorder
+            })
+        })
+        .collect();
+    let mut recorder = Recorder::new();
+    for worker in workers {
+        recorder.merge(worker.await?);
+    }
+    progress.abort();
+    eprintln!();
+
+    let after = audit::Snapshot::read(&db, voucher).await?;
+    let audit = audit::Audit::new(&db, voucher, &before, &after, recorder.count(Outcome::Success)).await?;
+    let summary = recorder.summary();
+    println!("{}", report::render(&summary));
+    println!("{}", audit.render());
+
+    if let Some(path) = &args.json {
+        let doc = json!({
+            "voucherId": voucher,
+            "users": tokens.len(),
+            "requests": jobs.len(),
+            "concurrency": args.concurrency,
+            "rampUpSecs": args.ramp_up,
+            "report": summary,
+            "audit": audit,
+        });
+        std::fs::write(path, serde_json::to_string_pretty(&doc)?).with_context(|| format!("writing {}", path.display()))?;
+    }
+    anyhow::ensure!(audit.passed, "audit failed");
+    anyhow::ensure!(
+        !args.fail_on_other || recorder.count(Outcome::Other) == 0,
+        "{} requests ended in unexpected outcomes",
+        recorder.count(Outcome::Other)
+    );
+    Ok(())
+}
+
+async fn order(client: &reqwest::Client, url: &str, token: &str) -> Outcome {
+    let Ok(resp) = client.post(url).header("authorization", token).send().await else {
+        return Outcome::Other;
+    };
+    let status = resp.status();
+    let Ok(body) = resp.json::<Value>().await else { return Outcome::Other };
+    if status.is_success() && body["success"] == true {
+        return Outcome::Success;
+    }
+    match body["errorCode"].as_str() {
+        Some("SOLD_OUT") => Outcome::SoldOut,
+        Some("DUPLICATE_ORDER") => Outcome::Duplicate,
+        Some("TOO_MANY_REQUESTS") => Outcome::TooManyRequests,
+        _ => Outcome::Other,
+    }
+}
+
+async fn load_tokens(args: &Args, db: &sqlx::MySqlPool) -> anyhow::Result<Vec<String>> {
+    if let Some(path) = &args.tokens {
+        let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        let mut lines = text.lines();
+        let header = lines.next().context("empty tokens file")?;
+        let column = header.split(',').position(|c| c.trim() == "token").context("no `token` column in the header")?;
+        return lines
+            .filter(|l| !l.trim().is_empty())
+            .map(|l| l.split(',').nth(column).map(str::to_owned).context("short CSV line"))
+            .collect();
+    }
+    let Some(count) = args.users else { return Ok(Vec::new()) };
+    let secret = args.jwt_secret.as_deref().context("--users needs JWT_SECRET (the stack's)")?;
+    let started = Instant::now();
+    let sessions = SessionStore::from_parts(connect_redis(&args.redis_url).await?, Keys::new(""));
+    let users = seed_users(db, &sessions, &TokenKeys::new(secret.as_bytes()), args.first_phone, count).await?;
+    eprintln!("seeded {count} users in {:.1?}", started.elapsed());
+    Ok(users.into_iter().map(|u| u.token).collect())
+}
+
+async fn create_voucher(client: &reqwest::Client, args: &Args, stock: i64) -> anyhow::Result<u64> {
+    let key = args.admin_key.as_deref().context("--stock needs ADMIN_KEY")?;
+    let now = chrono::Utc::now();
+    let body = json!({
+        "shopId": 1, "title": format!("load test, stock {stock}"), "payValue": 100, "actualValue": 1000,
+        "type": 1, "stock": stock,
+        "beginTime": (now - chrono::Duration::minutes(1)).to_rfc3339(),
+        "endTime": (now + chrono::Duration::hours(2)).to_rfc3339(),
+    });
+    let resp = client
+        .post(format!("{}/voucher/seckill", args.base_url.trim_end_matches('/')))
+        .header("x-admin-key", key)
+        .json(&body)
+        .send()
+        .await?;
+    let answer: Value = resp.json().await?;
+    answer["data"].as_u64().with_context(|| format!("creating the voucher: {answer}"))
+}
+
+async fn show_progress(done: Arc<AtomicUsize>, total: usize) {
+    let started = Instant::now();
+    loop {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let n = done.load(Ordering::Relaxed);
+        eprint!("\r{n}/{total} answered, {:.0}/s     ", n as f64 / started.elapsed().as_secs_f64());
+    }
+}
