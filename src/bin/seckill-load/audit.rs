@@ -50,11 +50,16 @@ impl Audit {
         .bind(voucher)
         .fetch_one(db)
         .await?;
+        Ok(Self::judge(voucher, before, after, duplicate_pairs, successes))
+    }
+
+    /// The verdict from the numbers alone.
+    fn judge(voucher: u64, before: &Snapshot, after: &Snapshot, duplicate_pairs: i64, successes: u64) -> Self {
         let initial = before.stock + before.orders;
         let oversold = (after.orders - initial).max(0);
         let balanced = after.stock + after.orders == initial;
         let new_orders = after.orders - before.orders;
-        Ok(Self {
+        Self {
             voucher_id: voucher,
             initial_stock: initial,
             orders: after.orders,
@@ -65,7 +70,7 @@ impl Audit {
             new_orders,
             success_answers: successes,
             passed: oversold == 0 && duplicate_pairs == 0 && balanced && after.stock >= 0 && new_orders == successes as i64,
-        })
+        }
     }
 
     pub fn render(&self) -> String {
@@ -82,5 +87,45 @@ impl Audit {
             self.success_answers,
             if self.passed { "PASS" } else { "FAIL" },
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn verdict(stock_after: i64, orders_after: i64, duplicates: i64, successes: u64) -> Audit {
+        let before = Snapshot { stock: 100, orders: 0 };
+        let after = Snapshot { stock: stock_after, orders: orders_after };
+        Audit::judge(1, &before, &after, duplicates, successes)
+    }
+
+    #[test]
+    fn a_clean_sell_out_passes() {
+        let audit = verdict(0, 100, 0, 100);
+        assert!(audit.passed && audit.oversold == 0 && audit.stock_plus_orders_is_initial);
+    }
+
+    #[test]
+    fn an_oversell_fails() {
+        let audit = verdict(0, 101, 0, 101);
+        assert_eq!(audit.oversold, 1);
+        assert!(!audit.passed);
+    }
+
+    #[test]
+    fn a_duplicate_pair_fails() {
+        assert!(!verdict(0, 100, 1, 100).passed);
+    }
+
+    #[test]
+    fn stock_that_vanished_without_an_order_fails() {
+        let audit = verdict(0, 99, 0, 99);
+        assert!(!audit.stock_plus_orders_is_initial && !audit.passed);
+    }
+
+    #[test]
+    fn a_success_answer_without_its_order_fails() {
+        assert!(!verdict(1, 99, 0, 100).passed, "an answered order must exist in the table");
     }
 }
