@@ -32,29 +32,14 @@ impl SessionStore {
 
     /// A new session with a random 122-bit id; returns the id.
     pub async fn create(&self, user: &UserProfile) -> redis::RedisResult<String> {
-        let session_id = Uuid::new_v4().simple().to_string();
-        let key = self.keys.session(&session_id);
-        redis::pipe()
-            .atomic()
-            .hset_multiple(
-                &key,
-                &[
-                    ("id", user.id.to_string()),
-                    ("nickName", user.nick_name.clone()),
-                    ("icon", user.icon.clone()),
-                ],
-            )
-            .ignore()
-            .expire(&key, SESSION_TTL.as_secs() as i64)
-            .ignore()
-            .exec_async(&mut self.redis.clone())
-            .await?;
-        Ok(session_id)
+        let mut ids = self.create_many(std::slice::from_ref(user)).await?;
+        Ok(ids.remove(0))
     }
 
     /// Sessions for many users in one round trip; returns their ids in order.
     pub async fn create_many(&self, users: &[UserProfile]) -> redis::RedisResult<Vec<String>> {
         let mut pipe = redis::pipe();
+        pipe.atomic();
         let ids: Vec<String> = users.iter().map(|_| Uuid::new_v4().simple().to_string()).collect();
         for (user, session_id) in users.iter().zip(&ids) {
             let key = self.keys.session(session_id);

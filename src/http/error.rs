@@ -142,6 +142,24 @@ pub fn unique_violation(err: &sqlx::Error) -> Option<String> {
     Some(key.rsplit('.').next().unwrap_or(key).to_owned())
 }
 
+impl From<crate::ids::IdError> for ApiError {
+    fn from(err: crate::ids::IdError) -> Self {
+        match err {
+            crate::ids::IdError::Redis(r) => r.into(),
+            other => Self::internal(other),
+        }
+    }
+}
+
+impl From<crate::lock::LockError> for ApiError {
+    fn from(err: crate::lock::LockError) -> Self {
+        match err {
+            crate::lock::LockError::Redis(r) => r.into(),
+            other => Self::internal(other),
+        }
+    }
+}
+
 impl From<JsonRejection> for ApiError {
     fn from(rejection: JsonRejection) -> Self {
         let msg = match &rejection {

@@ -63,8 +63,7 @@ async fn place_order(
     let guard = state
         .locks
         .try_lock(&lock_name, &Holder::random(), Duration::ZERO, None)
-        .await
-        .map_err(lock_unavailable)?
+        .await?
         .ok_or(ApiError::TooManyRequests("another order of yours is in progress"))?;
 
     let placed = order_under_lock(&state, &gate, user.id, voucher_id, &guard).await;
@@ -87,10 +86,7 @@ async fn order_under_lock(
     if gate.is_sold_out() {
         return Err(ApiError::SoldOut);
     }
-    let order_id = state.order_ids.next().await.map_err(|e| match e {
-        crate::ids::IdError::Redis(r) => ApiError::from(r),
-        other => ApiError::internal(other),
-    })?;
+    let order_id = state.order_ids.next().await?;
 
     // If the lock is lost mid-transaction, the transaction is dropped, which
     // rolls it back.
@@ -110,11 +106,4 @@ async fn order_under_lock(
 
 fn lock_lost() -> ApiError {
     ApiError::Unavailable(anyhow::anyhow!("the order lock was lost before the commit; rolled back"))
-}
-
-fn lock_unavailable(err: crate::lock::LockError) -> ApiError {
-    match err {
-        crate::lock::LockError::Redis(r) => ApiError::from(r),
-        other => ApiError::internal(other),
-    }
 }

@@ -8,7 +8,7 @@ use axum::{Router, extract::State, routing::{get, post}};
 use sqlx::MySqlPool;
 
 pub use admin::Admin;
-pub use model::{SeckillVoucher, VoucherForm, VoucherView, rfc3339};
+pub use model::{NewVoucher, SeckillVoucher, VoucherForm, VoucherView, rfc3339};
 
 use crate::{
     http::{ApiResult, Reply, extract::{Json, Path}},
@@ -28,21 +28,7 @@ async fn create_voucher(
     Json(form): Json<VoucherForm>,
 ) -> ApiResult<Reply<u64>> {
     let voucher = form.into_ordinary()?;
-    let id = sqlx::query(
-        "INSERT INTO tb_voucher (shop_id, title, sub_title, rules, pay_value, actual_value, type, status)
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-    )
-    .bind(voucher.shop_id)
-    .bind(&voucher.title)
-    .bind(&voucher.sub_title)
-    .bind(&voucher.rules)
-    .bind(voucher.pay_value)
-    .bind(voucher.actual_value)
-    .bind(voucher.kind)
-    .bind(voucher.status)
-    .execute(&state.db)
-    .await?
-    .last_insert_id();
+    let id = insert_voucher(&state.db, &voucher).await?;
     Ok(Reply::data(id))
 }
 
@@ -54,7 +40,21 @@ async fn create_seckill_voucher(
 ) -> ApiResult<Reply<u64>> {
     let (voucher, seckill) = form.into_seckill()?;
     let mut tx = state.db.begin().await?;
-    let id = sqlx::query(
+    let id = insert_voucher(&mut *tx, &voucher).await?;
+    sqlx::query("INSERT INTO tb_seckill_voucher (voucher_id, stock, begin_time, end_time) VALUES (?, ?, ?, ?)")
+        .bind(id)
+        .bind(seckill.stock)
+        .bind(seckill.begin_time.naive_utc())
+        .bind(seckill.end_time.naive_utc())
+        .execute(&mut *tx)
+        .await?;
+    tx.commit().await?;
+    tracing::info!(voucher_id = id, stock = seckill.stock, "seckill voucher created");
+    Ok(Reply::data(id))
+}
+
+async fn insert_voucher<'e>(db: impl sqlx::MySqlExecutor<'e>, voucher: &NewVoucher) -> sqlx::Result<u64> {
+    let inserted = sqlx::query(
         "INSERT INTO tb_voucher (shop_id, title, sub_title, rules, pay_value, actual_value, type, status)
          VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
     )
@@ -66,19 +66,9 @@ async fn create_seckill_voucher(
     .bind(voucher.actual_value)
     .bind(voucher.kind)
     .bind(voucher.status)
-    .execute(&mut *tx)
-    .await?
-    .last_insert_id();
-    sqlx::query("INSERT INTO tb_seckill_voucher (voucher_id, stock, begin_time, end_time) VALUES (?, ?, ?, ?)")
-        .bind(id)
-        .bind(seckill.stock)
-        .bind(seckill.begin_time.naive_utc())
-        .bind(seckill.end_time.naive_utc())
-        .execute(&mut *tx)
-        .await?;
-    tx.commit().await?;
-    tracing::info!(voucher_id = id, stock = seckill.stock, "seckill voucher created");
-    Ok(Reply::data(id))
+    .execute(db)
+    .await?;
+    Ok(inserted.last_insert_id())
 }
 
 /// One query: the shop's vouchers on shelf, seckill fields joined in.
