@@ -45,6 +45,12 @@ pub struct Config {
     /// busy without the collapse.
     #[arg(long, env = "HOT_ROW_PERMITS", default_value_t = 8)]
     pub hot_row_permits: usize,
+
+    /// Lease of the per-user order lock, renewed every third of it while
+    /// held (Redisson's 30 s). Shorter frees a crashed instance's locks
+    /// sooner and costs more renewals.
+    #[arg(long, env = "LOCK_WATCHDOG_TTL_MS", default_value_t = 30_000)]
+    pub lock_watchdog_ttl_ms: u64,
 }
 
 /// Rules that are not deployment settings but are named once here.
@@ -72,6 +78,9 @@ impl Config {
         }
         if matches!(&self.admin_key, Some(k) if k.is_empty()) {
             anyhow::bail!("ADMIN_KEY is set but empty; unset it to close the admin routes");
+        }
+        if self.lock_watchdog_ttl_ms < 100 {
+            anyhow::bail!("LOCK_WATCHDOG_TTL_MS must be at least 100");
         }
         if self.hot_row_permits == 0 {
             anyhow::bail!("HOT_ROW_PERMITS must be at least 1");

@@ -70,7 +70,11 @@ pub async fn build_state(config: Config) -> anyhow::Result<AppState> {
     let keys = Keys::new(&config.redis_key_prefix);
     let pubsub_client = redis::Client::open(config.redis_url.as_str()).context("parsing REDIS_URL")?;
     Ok(AppState {
-        locks: LockService::new(pubsub_client, redis.clone(), LockConfig::default()),
+        locks: LockService::new(
+            pubsub_client,
+            redis.clone(),
+            LockConfig { watchdog_ttl: Duration::from_millis(config.lock_watchdog_ttl_ms) },
+        ),
         gates: VoucherGates::new(config.hot_row_permits),
         tokens: TokenKeys::new(config.jwt_secret.as_bytes()),
         order_ids: OrderIdGenerator::new(redis.clone(), keys.clone()),

@@ -181,3 +181,77 @@ async fn the_unique_index_has_the_last_word_when_the_check_is_bypassed() {
     expect_error(app.order(voucher, &token).await, StatusCode::CONFLICT, "DUPLICATE_ORDER").await;
     assert_eq!(app.stock_of(voucher).await, 5, "the whole transaction rolled back");
 }
+
+/// Holds the voucher's stock row from outside, so an order blocks at its
+/// UPDATE until the returned transaction ends.
+async fn hold_stock_row(app: &TestApp, voucher: u64) -> sqlx::Transaction<'static, sqlx::MySql> {
+    let mut tx = app.db.begin().await.unwrap();
+    sqlx::query("SELECT stock FROM tb_seckill_voucher WHERE voucher_id = ? FOR UPDATE")
+        .bind(voucher)
+        .execute(&mut *tx)
+        .await
+        .unwrap();
+    tx
+}
+
+#[tokio::test]
+async fn an_order_whose_lock_is_lost_mid_transaction_rolls_back() {
+    let app = TestApp::spawn_with(|c| c.lock_watchdog_ttl_ms = 300).await;
+    let voucher = app.open_seckill(5).await;
+    let (user_id, token) = app.seed_users(1).await.remove(0);
+    let blocker = hold_stock_row(&app, voucher).await;
+
+    let order = tokio::spawn({
+        let (client, url, token) = (app.client.clone(), app.url(&format!("/voucher-order/seckill/{voucher}")), token.clone());
+        async move { client.post(url).header("authorization", token).send().await.unwrap() }
+    });
+    // Wait until the order holds its lock and is stuck at the row.
+    let lock_key = app.keys.order_lock(user_id);
+    let mut redis = app.redis.clone();
+    for _ in 0..100 {
+        if redis.exists::<_, bool>(&lock_key).await.unwrap() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert!(redis.exists::<_, bool>(&lock_key).await.unwrap(), "the order took its lock");
+    // The lock vanishes (expired, or deleted by an operator): the watchdog
+    // notices at its next renewal and the order must not commit.
+    redis.del::<_, ()>(&lock_key).await.unwrap();
+
+    let resp = tokio::time::timeout(std::time::Duration::from_secs(10), order).await.expect("answered").unwrap();
+    blocker.rollback().await.unwrap();
+    expect_error(resp, StatusCode::SERVICE_UNAVAILABLE, "UNAVAILABLE").await;
+    assert_eq!(app.stock_of(voucher).await, 5, "rolled back");
+    assert_eq!(app.orders_of(voucher).await, (0, 0));
+    assert!(app.state.locks.metrics().lost >= 1);
+    // The user can try again and succeed.
+    expect_ok(app.order(voucher, &token).await).await;
+}
+
+#[tokio::test]
+async fn a_graceful_shutdown_finishes_the_order_in_flight() {
+    let mut app = TestApp::spawn().await;
+    let voucher = app.open_seckill(5).await;
+    let (_, token) = app.seed_users(1).await.remove(0);
+    let blocker = hold_stock_row(&app, voucher).await;
+
+    let order = tokio::spawn({
+        let (client, url) = (app.client.clone(), app.url(&format!("/voucher-order/seckill/{voucher}")));
+        async move { client.post(url).header("authorization", token).send().await.unwrap() }
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let stopping = tokio::spawn(async move {
+        app.stop().await;
+        app
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert!(!stopping.is_finished(), "shutdown waits for the request in flight");
+    blocker.commit().await.unwrap();
+
+    let resp = order.await.unwrap();
+    let app = stopping.await.unwrap();
+    expect_ok(resp).await;
+    assert_eq!(app.orders_of(voucher).await, (1, 1));
+    assert!(reqwest::get(app.url("/health")).await.is_err(), "no longer accepting");
+}
