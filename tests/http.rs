@@ -70,3 +70,21 @@ async fn a_missing_jwt_secret_is_a_clear_startup_error() {
     let err = hmdp::startup::Application::build(config).await.err().expect("refuses to start");
     assert!(err.to_string().contains("JWT_SECRET"), "{err}");
 }
+
+#[tokio::test]
+async fn when_redis_is_unreachable_ready_and_protected_routes_answer_503() {
+    let proxy = common::proxy::Proxy::start("127.0.0.1:6379".parse().unwrap()).await;
+    let redis_url = proxy.redis_url();
+    let app = TestApp::spawn_with(|c| c.redis_url = redis_url).await;
+    let token = app.login("13900000077").await;
+    expect_ok(app.get("/user/me", Some(&token)).await).await;
+
+    proxy.cut();
+    expect_error(app.get("/ready", None).await, StatusCode::SERVICE_UNAVAILABLE, "UNAVAILABLE").await;
+    // Not a misleading 401: the session could not be looked up at all.
+    expect_error(app.get("/user/me", Some(&token)).await, StatusCode::SERVICE_UNAVAILABLE, "UNAVAILABLE").await;
+    expect_error(app.send_code("13900000078").await, StatusCode::SERVICE_UNAVAILABLE, "UNAVAILABLE").await;
+    // Without a token there is nothing to look up: still 401.
+    expect_error(app.get("/user/me", None).await, StatusCode::UNAUTHORIZED, "UNAUTHORIZED").await;
+    expect_ok(app.get("/health", None).await).await;
+}
