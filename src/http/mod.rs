@@ -6,6 +6,7 @@ pub mod envelope;
 pub mod error;
 pub mod extract;
 pub mod health;
+pub mod time;
 
 use std::any::Any;
 

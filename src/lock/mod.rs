@@ -302,13 +302,10 @@ impl Inner {
         match remaining {
             -1 => Err(LockError::NotHeld(keys.lock.clone())),
             0 => {
-                self.holds.released(&(keys.lock.clone(), owner.to_owned()), 0);
+                self.holds.released_last(&(keys.lock.clone(), owner.to_owned()));
                 Ok(Unlocked::Released)
             }
-            n if n > 0 => {
-                self.holds.released(&(keys.lock.clone(), owner.to_owned()), n as usize);
-                Ok(Unlocked::StillHeld(n as usize))
-            }
+            n if n > 0 => Ok(Unlocked::StillHeld(n as usize)),
             n => Err(LockError::Protocol(vec![n])),
         }
     }

@@ -105,12 +105,13 @@ impl Holds {
         hold
     }
 
-    /// Records an unlock that left `remaining` holds in Redis.
-    pub fn released(&self, id: &HoldId, remaining: usize) {
-        if remaining == 0
-            && let Some(hold) = self.by_lock.lock().expect("holds poisoned").remove(id) {
-                hold.stop.cancel();
-            }
+    /// Records an unlock that released the last hold: renewal stops.
+    /// Partial unlocks change nothing here (the watchdog renews the key,
+    /// whatever its count).
+    pub fn released_last(&self, id: &HoldId) {
+        if let Some(hold) = self.by_lock.lock().expect("holds poisoned").remove(id) {
+            hold.stop.cancel();
+        }
     }
 
     /// Ends `hold` as lost, unless a newer hold has replaced it.

@@ -7,9 +7,8 @@ use sqlx::{MySql, Transaction};
 
 use crate::{
     auth::CurrentUser,
-    http::{ApiError, ApiResult, Reply, extract::Path},
+    http::{ApiError, ApiResult, Reply, extract::Path, time},
     state::AppState,
-    voucher::rfc3339,
 };
 
 /// Runs the order's statements and hands back the open transaction, so the
@@ -60,15 +59,15 @@ pub struct OrderView {
     pub voucher_id: u64,
     pub pay_type: u8,
     pub status: u8,
-    #[serde(serialize_with = "time")]
+    #[serde(serialize_with = "time::serialize")]
     pub create_time: NaiveDateTime,
-    #[serde(serialize_with = "time_opt", skip_serializing_if = "Option::is_none")]
+    #[serde(serialize_with = "time::serialize_opt", skip_serializing_if = "Option::is_none")]
     pub pay_time: Option<NaiveDateTime>,
-    #[serde(serialize_with = "time_opt", skip_serializing_if = "Option::is_none")]
+    #[serde(serialize_with = "time::serialize_opt", skip_serializing_if = "Option::is_none")]
     pub use_time: Option<NaiveDateTime>,
-    #[serde(serialize_with = "time_opt", skip_serializing_if = "Option::is_none")]
+    #[serde(serialize_with = "time::serialize_opt", skip_serializing_if = "Option::is_none")]
     pub refund_time: Option<NaiveDateTime>,
-    #[serde(serialize_with = "time")]
+    #[serde(serialize_with = "time::serialize")]
     pub update_time: NaiveDateTime,
 }
 
@@ -93,15 +92,4 @@ pub(super) async fn show(
 
 fn as_string<S: Serializer>(id: &i64, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_str(&id.to_string())
-}
-
-fn time<S: Serializer>(t: &NaiveDateTime, s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_str(&rfc3339(t))
-}
-
-fn time_opt<S: Serializer>(t: &Option<NaiveDateTime>, s: S) -> Result<S::Ok, S::Error> {
-    match t {
-        Some(t) => s.serialize_str(&rfc3339(t)),
-        None => s.serialize_none(),
-    }
 }

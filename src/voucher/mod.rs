@@ -8,7 +8,7 @@ use axum::{Router, extract::State, routing::{get, post}};
 use sqlx::MySqlPool;
 
 pub use admin::Admin;
-pub use model::{NewVoucher, SeckillVoucher, VoucherForm, VoucherView, rfc3339};
+pub use model::{NewVoucher, SeckillVoucher, VoucherForm, VoucherView};
 
 use crate::{
     http::{ApiResult, Reply, extract::{Json, Path}},

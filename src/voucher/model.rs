@@ -1,8 +1,8 @@
 //! Voucher shapes on the wire and in the tables, and the rules a voucher
 //! must follow before it is written.
 
-use chrono::{DateTime, FixedOffset, NaiveDateTime, SecondsFormat};
-use serde::{Deserialize, Serialize, Serializer};
+use chrono::{DateTime, FixedOffset, NaiveDateTime};
+use serde::{Deserialize, Serialize};
 
 use crate::http::{ApiError, ApiResult};
 
@@ -132,9 +132,9 @@ pub struct VoucherView {
     pub status: u8,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stock: Option<i32>,
-    #[serde(skip_serializing_if = "Option::is_none", serialize_with = "rfc3339_opt")]
+    #[serde(skip_serializing_if = "Option::is_none", serialize_with = "crate::http::time::serialize_opt")]
     pub begin_time: Option<NaiveDateTime>,
-    #[serde(skip_serializing_if = "Option::is_none", serialize_with = "rfc3339_opt")]
+    #[serde(skip_serializing_if = "Option::is_none", serialize_with = "crate::http::time::serialize_opt")]
     pub end_time: Option<NaiveDateTime>,
 }
 
@@ -145,16 +145,4 @@ pub struct SeckillVoucher {
     pub stock: i32,
     pub begin_time: NaiveDateTime,
     pub end_time: NaiveDateTime,
-}
-
-/// UTC DATETIME columns as RFC 3339 with an explicit offset.
-pub fn rfc3339(t: &NaiveDateTime) -> String {
-    t.and_utc().fixed_offset().to_rfc3339_opts(SecondsFormat::Secs, false)
-}
-
-fn rfc3339_opt<S: Serializer>(t: &Option<NaiveDateTime>, s: S) -> Result<S::Ok, S::Error> {
-    match t {
-        Some(t) => s.serialize_str(&rfc3339(t)),
-        None => s.serialize_none(),
-    }
 }
