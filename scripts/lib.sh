@@ -38,6 +38,12 @@ ensure_rust() {
     command -v cargo >/dev/null 2>&1 || die "cargo not found: install Rust stable (https://rustup.rs) first"
 }
 
+ensure_cargo_tool() { # ensure_cargo_tool SUBCOMMAND COMPONENT
+    cargo "$1" --version >/dev/null 2>&1 && return 0
+    if command -v rustup >/dev/null 2>&1; then rustup component add "$2" >/dev/null 2>&1 || true; fi
+    cargo "$1" --version >/dev/null 2>&1 || die "cargo $1 is missing: rustup component add $2"
+}
+
 wait_for() { # wait_for SECONDS DESCRIPTION COMMAND...
     local seconds=$1 what=$2
     shift 2
@@ -138,11 +144,23 @@ client_url() {
 mariadb_url() { client_url mariadb "$@"; }
 slap_url() { client_url mariadb-slap "$@"; }
 
+# The database DATABASE_URL names, created when missing. The service creates
+# it at start-up too, but `#[sqlx::test]` connects to DATABASE_URL before it
+# makes its own test databases, so the tests need it first.
+ensure_database() {
+    local name=${DATABASE_URL##*/}
+    name=${name%%\?*}
+    [[ "$name" =~ ^[A-Za-z0-9_]{1,64}$ ]] || die "DATABASE_URL must name a database of [A-Za-z0-9_], got '$name'"
+    mariadb_url -e "CREATE DATABASE IF NOT EXISTS \`$name\` CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci" \
+        || die "cannot create database $name as ${DATABASE_URL%%@*}@..."
+}
+
 prepare_machine() {
     ensure_command curl curl
     ensure_rust
     ensure_mariadb
     ensure_redis
     ensure_database_url
+    ensure_database
     log "MariaDB and Redis ready (REDIS_URL=$REDIS_URL)"
 }
