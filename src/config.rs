@@ -71,10 +71,7 @@ impl Config {
     /// Checks what clap cannot: a secret too short to be one.
     pub fn validate(&self) -> anyhow::Result<()> {
         if self.jwt_secret.len() < limits::MIN_JWT_SECRET_LEN {
-            anyhow::bail!(
-                "JWT_SECRET must be at least {} bytes long",
-                limits::MIN_JWT_SECRET_LEN
-            );
+            anyhow::bail!("JWT_SECRET must be at least {} bytes long", limits::MIN_JWT_SECRET_LEN);
         }
         if matches!(&self.admin_key, Some(k) if k.is_empty()) {
             anyhow::bail!("ADMIN_KEY is set but empty; unset it to close the admin routes");

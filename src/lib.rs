@@ -9,6 +9,7 @@ pub mod auth;
 pub mod config;
 pub mod http;
 pub mod ids;
+pub mod keys;
 pub mod lock;
 pub mod seckill;
 pub mod startup;
@@ -32,10 +33,4 @@ pub fn app(state: AppState) -> Router {
         .layer(middleware::from_fn_with_state(state.clone(), auth::refresh_session));
     let instance_id = state.instance_id().to_owned();
     http::with_plumbing(routes.with_state(state), &instance_id)
-}
-
-impl AppState {
-    pub fn instance_id(&self) -> &str {
-        self.config.instance_id.as_deref().unwrap_or("unknown")
-    }
 }

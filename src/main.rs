@@ -49,14 +49,7 @@ async fn seed_users(config: Config, count: u64, out: &std::path::Path, first_pho
     config.validate()?;
     let started = std::time::Instant::now();
     let state = startup::build_state(config).await?;
-    let users = hmdp::auth::seed_users(
-        &state.db,
-        &hmdp::auth::SessionStore::new(&state),
-        &state.tokens,
-        first_phone,
-        count,
-    )
-    .await?;
+    let users = hmdp::auth::seed_users(&state.db, &state.sessions, &state.tokens, first_phone, count).await?;
     let mut file = std::io::BufWriter::new(std::fs::File::create(out)?);
     writeln!(file, "userId,phone,token")?;
     for user in &users {

@@ -14,12 +14,13 @@ use tokio::net::TcpListener;
 
 use crate::{
     app,
-    auth::TokenKeys,
+    auth::{CodeStore, SessionStore, TokenKeys},
     config::Config,
     ids::OrderIdGenerator,
+    keys::Keys,
     lock::{LockConfig, LockService},
     seckill::VoucherGates,
-    state::{AppState, Keys},
+    state::AppState,
 };
 
 pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
@@ -33,9 +34,8 @@ pub struct Application {
 impl Application {
     pub async fn build(mut config: Config) -> anyhow::Result<Self> {
         config.validate()?;
-        let listener = TcpListener::bind(&config.bind_addr)
-            .await
-            .with_context(|| format!("binding {}", config.bind_addr))?;
+        let listener =
+            TcpListener::bind(&config.bind_addr).await.with_context(|| format!("binding {}", config.bind_addr))?;
         if config.instance_id.is_none() {
             config.instance_id = Some(listener.local_addr()?.to_string());
         }
@@ -56,10 +56,7 @@ impl Application {
     pub async fn run_until(self, shutdown: impl Future<Output = ()> + Send + 'static) -> anyhow::Result<()> {
         let addr = self.listener.local_addr()?;
         tracing::info!(%addr, instance = self.state.instance_id(), "serving");
-        axum::serve(self.listener, app(self.state))
-            .with_graceful_shutdown(shutdown)
-            .await
-            .context("serving HTTP")
+        axum::serve(self.listener, app(self.state)).with_graceful_shutdown(shutdown).await.context("serving HTTP")
     }
 }
 
@@ -77,6 +74,8 @@ pub async fn build_state(config: Config) -> anyhow::Result<AppState> {
         ),
         gates: VoucherGates::new(config.hot_row_permits),
         tokens: TokenKeys::new(config.jwt_secret.as_bytes()),
+        sessions: SessionStore::new(redis.clone(), keys.clone()),
+        codes: CodeStore::new(redis.clone(), keys.clone()),
         order_ids: OrderIdGenerator::new(redis.clone(), keys.clone()),
         db,
         redis,
@@ -91,11 +90,10 @@ pub async fn build_state(config: Config) -> anyhow::Result<AppState> {
 /// reads it as "forever"), so sqlx's own lock does nothing there.
 pub async fn migrate(db: &MySqlPool) -> anyhow::Result<()> {
     let mut conn = db.acquire().await.context("connecting for migrations")?;
-    let locked: Option<i64> =
-        sqlx::query_scalar("SELECT GET_LOCK(CONCAT('hmdp:migrate:', DATABASE()), 120)")
-            .fetch_one(&mut *conn)
-            .await
-            .context("taking the migration lock")?;
+    let locked: Option<i64> = sqlx::query_scalar("SELECT GET_LOCK(CONCAT('hmdp:migrate:', DATABASE()), 120)")
+        .fetch_one(&mut *conn)
+        .await
+        .context("taking the migration lock")?;
     anyhow::ensure!(locked == Some(1), "another instance held the migration lock for 120 s");
     let result = MIGRATOR.run(&mut *conn).await.context("running migrations");
     sqlx::query("SELECT RELEASE_LOCK(CONCAT('hmdp:migrate:', DATABASE()))")

@@ -21,11 +21,8 @@ async fn a_user_logs_in_with_the_stored_code_and_sees_themselves() {
     assert!(nick.starts_with("user_") && nick.len() == 15, "nick name {nick}");
     assert!(me["data"].get("icon").is_some());
 
-    let row: (u64, String) = sqlx::query_as("SELECT id, phone FROM tb_user WHERE id = ?")
-        .bind(id)
-        .fetch_one(&app.db)
-        .await
-        .unwrap();
+    let row: (u64, String) =
+        sqlx::query_as("SELECT id, phone FROM tb_user WHERE id = ?").bind(id).fetch_one(&app.db).await.unwrap();
     assert_eq!(row.1, phone(1));
 
     // Both header styles are accepted.
@@ -168,7 +165,8 @@ async fn bad_tokens_are_all_401_in_the_envelope() {
     // A valid signature naming someone else's id with this session.
     let wrong_subject = app.state.tokens.sign(&claims("999999", &sid, 3600)).unwrap();
 
-    for (what, bad) in [
+    // The labels name the cases; expect_error checks the whole envelope.
+    for (_case, bad) in [
         ("forged signature", forged.as_str()),
         ("alg none", alg_none.as_str()),
         ("HS512 with the right secret", hs512.as_str()),
@@ -178,8 +176,7 @@ async fn bad_tokens_are_all_401_in_the_envelope() {
         ("garbage", "garbage-string"),
         ("empty bearer", "Bearer "),
     ] {
-        let body = expect_error(app.get("/user/me", Some(bad)).await, StatusCode::UNAUTHORIZED, "UNAUTHORIZED").await;
-        assert_eq!(body["success"], false, "{what}");
+        expect_error(app.get("/user/me", Some(bad)).await, StatusCode::UNAUTHORIZED, "UNAUTHORIZED").await;
     }
     expect_error(app.get("/user/me", None).await, StatusCode::UNAUTHORIZED, "UNAUTHORIZED").await;
     // The genuine token still works: the rejections above were about the tokens.

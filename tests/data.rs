@@ -1,14 +1,21 @@
 //! Data-layer tests: the constraints that make the database the last word.
 
-use hmdp::http::{ApiError, error::unique_violation};
+use hmdp::{
+    http::{
+        ApiError,
+        error::{ResultExt, unique_violation},
+    },
+    seckill::UNIQUE_ORDER_INDEX,
+};
 use sqlx::MySqlPool;
 
 async fn seckill_voucher(pool: &MySqlPool, stock: i32) -> u64 {
-    let id = sqlx::query("INSERT INTO tb_voucher (shop_id, title, pay_value, actual_value, type) VALUES (1, 't', 1, 2, 1)")
-        .execute(pool)
-        .await
-        .unwrap()
-        .last_insert_id();
+    let id =
+        sqlx::query("INSERT INTO tb_voucher (shop_id, title, pay_value, actual_value, type) VALUES (1, 't', 1, 2, 1)")
+            .execute(pool)
+            .await
+            .unwrap()
+            .last_insert_id();
     sqlx::query("INSERT INTO tb_seckill_voucher (voucher_id, stock, begin_time, end_time) VALUES (?, ?, NOW(), NOW() + INTERVAL 1 HOUR)")
         .bind(id)
         .bind(stock)
@@ -22,29 +29,42 @@ async fn seckill_voucher(pool: &MySqlPool, stock: i32) -> u64 {
 async fn a_second_order_of_one_user_for_one_voucher_is_a_duplicate_order(pool: MySqlPool) {
     let voucher = seckill_voucher(&pool, 5).await;
     let insert = |id: i64| {
-        sqlx::query("INSERT INTO tb_voucher_order (id, user_id, voucher_id) VALUES (?, 7, ?)").bind(id).bind(voucher).execute(&pool)
+        sqlx::query("INSERT INTO tb_voucher_order (id, user_id, voucher_id) VALUES (?, 7, ?)")
+            .bind(id)
+            .bind(voucher)
+            .execute(&pool)
     };
     insert(1).await.unwrap();
     let err = insert(2).await.expect_err("the unique index refuses it");
     assert_eq!(unique_violation(&err).as_deref(), Some("uk_user_voucher"));
-    assert!(matches!(ApiError::from(err), ApiError::DuplicateOrder));
+    let mapped = Err::<(), _>(err).on_unique(UNIQUE_ORDER_INDEX, || ApiError::DuplicateOrder);
+    assert!(matches!(mapped, Err(ApiError::DuplicateOrder)));
 
     // Another voucher for the same user is fine.
     let other = seckill_voucher(&pool, 5).await;
-    sqlx::query("INSERT INTO tb_voucher_order (id, user_id, voucher_id) VALUES (3, 7, ?)").bind(other).execute(&pool).await.unwrap();
+    sqlx::query("INSERT INTO tb_voucher_order (id, user_id, voucher_id) VALUES (3, 7, ?)")
+        .bind(other)
+        .execute(&pool)
+        .await
+        .unwrap();
 }
 
 #[sqlx::test(migrations = "./migrations")]
 async fn a_reused_order_id_is_not_mistaken_for_a_duplicate_order(pool: MySqlPool) {
     let voucher = seckill_voucher(&pool, 5).await;
-    sqlx::query("INSERT INTO tb_voucher_order (id, user_id, voucher_id) VALUES (1, 7, ?)").bind(voucher).execute(&pool).await.unwrap();
+    sqlx::query("INSERT INTO tb_voucher_order (id, user_id, voucher_id) VALUES (1, 7, ?)")
+        .bind(voucher)
+        .execute(&pool)
+        .await
+        .unwrap();
     let err = sqlx::query("INSERT INTO tb_voucher_order (id, user_id, voucher_id) VALUES (1, 8, ?)")
         .bind(voucher)
         .execute(&pool)
         .await
         .expect_err("primary key");
     assert_eq!(unique_violation(&err).as_deref(), Some("PRIMARY"));
-    assert!(matches!(ApiError::from(err), ApiError::Internal(_)));
+    let mapped = Err::<(), _>(err).on_unique(UNIQUE_ORDER_INDEX, || ApiError::DuplicateOrder);
+    assert!(matches!(mapped, Err(ApiError::Internal(_))));
 }
 
 #[sqlx::test(migrations = "./migrations")]
@@ -74,9 +94,11 @@ async fn stock_can_never_go_below_zero(pool: MySqlPool) {
 
 #[sqlx::test(migrations = "./migrations")]
 async fn a_sale_window_must_end_after_it_begins(pool: MySqlPool) {
-    let err = sqlx::query("INSERT INTO tb_seckill_voucher (voucher_id, stock, begin_time, end_time) VALUES (1, 1, NOW(), NOW())")
-        .execute(&pool)
-        .await
-        .expect_err("CHECK (begin_time < end_time)");
+    let err = sqlx::query(
+        "INSERT INTO tb_seckill_voucher (voucher_id, stock, begin_time, end_time) VALUES (1, 1, NOW(), NOW())",
+    )
+    .execute(&pool)
+    .await
+    .expect_err("CHECK (begin_time < end_time)");
     assert!(err.to_string().contains("ck_seckill_window"), "{err}");
 }

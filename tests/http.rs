@@ -17,10 +17,30 @@ async fn malformed_json_is_400_in_the_envelope() {
         req.send()
     };
     expect_error(post("{", Some("application/json")).await.unwrap(), StatusCode::BAD_REQUEST, "VALIDATION").await;
-    expect_error(post(r#"{"phone":13800000000}"#, Some("application/json")).await.unwrap(), StatusCode::BAD_REQUEST, "VALIDATION").await;
-    expect_error(post(r#"{"phone":"13800000000"}"#, Some("application/json")).await.unwrap(), StatusCode::BAD_REQUEST, "VALIDATION").await;
-    expect_error(post(r#"{"phone":"13800000000","code":"123456"}"#, None).await.unwrap(), StatusCode::BAD_REQUEST, "VALIDATION").await;
-    expect_error(post(r#"{"phone":"13800000000","code":"123456"}"#, Some("text/plain")).await.unwrap(), StatusCode::BAD_REQUEST, "VALIDATION").await;
+    expect_error(
+        post(r#"{"phone":13800000000}"#, Some("application/json")).await.unwrap(),
+        StatusCode::BAD_REQUEST,
+        "VALIDATION",
+    )
+    .await;
+    expect_error(
+        post(r#"{"phone":"13800000000"}"#, Some("application/json")).await.unwrap(),
+        StatusCode::BAD_REQUEST,
+        "VALIDATION",
+    )
+    .await;
+    expect_error(
+        post(r#"{"phone":"13800000000","code":"123456"}"#, None).await.unwrap(),
+        StatusCode::BAD_REQUEST,
+        "VALIDATION",
+    )
+    .await;
+    expect_error(
+        post(r#"{"phone":"13800000000","code":"123456"}"#, Some("text/plain")).await.unwrap(),
+        StatusCode::BAD_REQUEST,
+        "VALIDATION",
+    )
+    .await;
 }
 
 #[tokio::test]
@@ -73,7 +93,7 @@ async fn a_missing_jwt_secret_is_a_clear_startup_error() {
 
 #[tokio::test]
 async fn when_redis_is_unreachable_ready_and_protected_routes_answer_503() {
-    let proxy = common::proxy::Proxy::start("127.0.0.1:6379".parse().unwrap()).await;
+    let proxy = common::proxy::Proxy::to_redis().await;
     let redis_url = proxy.redis_url();
     let app = TestApp::spawn_with(|c| c.redis_url = redis_url).await;
     let token = app.login("13900000077").await;

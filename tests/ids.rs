@@ -4,7 +4,7 @@ mod common;
 
 use std::collections::HashSet;
 
-use hmdp::{ids::OrderIdGenerator, startup::connect_redis, state::Keys};
+use hmdp::{ids::OrderIdGenerator, keys::Keys, startup::connect_redis};
 
 #[tokio::test]
 async fn concurrent_tasks_on_two_generators_get_unique_increasing_ids() {
@@ -43,7 +43,8 @@ async fn concurrent_tasks_on_two_generators_get_unique_increasing_ids() {
     assert!((now - 120..=now).contains(&issued), "issued {issued}, now {now}");
 
     let mut redis = connect_redis(&common::redis_url()).await.unwrap();
-    let keys_made: Vec<String> = redis::cmd("KEYS").arg(format!("{prefix}icr:order:*")).query_async(&mut redis).await.unwrap();
+    let keys_made: Vec<String> =
+        redis::cmd("KEYS").arg(format!("{prefix}icr:order:*")).query_async(&mut redis).await.unwrap();
     assert!(!keys_made.is_empty() && keys_made.iter().all(|k| k.len() == prefix.len() + "icr:order:yyyy:MM:dd".len()));
     let _: () = redis::cmd("DEL").arg(&keys_made).query_async(&mut redis).await.unwrap();
 }

@@ -35,10 +35,7 @@ fn expand(template: &str, values: &[(&str, &str)]) -> String {
 async fn the_jmeter_plan_places_an_order_with_seed_users_output() {
     let doc = roxmltree::Document::parse(PLAN).expect("well-formed XML");
     assert_eq!(doc.root_element().tag_name().name(), "jmeterTestPlan");
-    let collector = doc
-        .descendants()
-        .find(|n| n.has_tag_name("ResultCollector"))
-        .expect("a result listener");
+    let collector = doc.descendants().find(|n| n.has_tag_name("ResultCollector")).expect("a result listener");
     assert_eq!(collector.attribute("guiclass"), Some("StatVisualizer"), "the aggregate report");
 
     // Tokens exactly as `hmdp seed-users` writes them, for this test's app.

@@ -130,7 +130,8 @@ async fn a_non_owner_cannot_unlock_and_a_double_unlock_is_an_error() {
 async fn a_fixed_lease_expires_and_another_holder_gets_the_lock() {
     let locks = service(Duration::from_secs(30)).await;
     let name = unique_name();
-    let first = locks.try_lock(&name, &Holder::random(), NO_WAIT, Some(Duration::from_millis(200))).await.unwrap().unwrap();
+    let first =
+        locks.try_lock(&name, &Holder::random(), NO_WAIT, Some(Duration::from_millis(200))).await.unwrap().unwrap();
     let pttl: i64 = redis().await.pttl(LockService::key_of(&name)).await.unwrap();
     assert!((1..=200).contains(&pttl), "pttl {pttl}");
 
@@ -174,7 +175,7 @@ async fn the_watchdog_keeps_a_lock_across_five_ttls_and_stops_after_unlock() {
 #[tokio::test]
 async fn a_holder_cut_off_from_redis_is_told_it_lost_the_lock_before_another_gets_it() {
     let ttl = Duration::from_secs(1);
-    let proxy = Proxy::start("127.0.0.1:6379".parse().unwrap()).await;
+    let proxy = Proxy::to_redis().await;
     let doomed = service_at(&proxy.redis_url(), ttl).await;
     let healthy = service(ttl).await;
     let name = unique_name();
@@ -200,7 +201,11 @@ async fn a_holder_cut_off_from_redis_is_told_it_lost_the_lock_before_another_get
 
     assert!(guard.is_lost());
     assert!(lost_at <= second_at, "lost must be reported before another owner holds the lock");
-    assert!(second_at - acquired_at >= ttl - Duration::from_millis(50), "not before the TTL: {:?}", second_at - acquired_at);
+    assert!(
+        second_at - acquired_at >= ttl - Duration::from_millis(50),
+        "not before the TTL: {:?}",
+        second_at - acquired_at
+    );
     assert!(doomed.metrics().lost >= 1);
     second.unlock().await.unwrap();
 }
@@ -259,7 +264,8 @@ async fn fencing_tokens_strictly_increase() {
     let name = unique_name();
     let mut last = 0;
     for i in 0..10 {
-        let guard = services[i % 2].try_lock(&name, &Holder::random(), Duration::from_secs(5), None).await.unwrap().unwrap();
+        let guard =
+            services[i % 2].try_lock(&name, &Holder::random(), Duration::from_secs(5), None).await.unwrap().unwrap();
         assert!(guard.fencing_token() > last, "{} after {last}", guard.fencing_token());
         last = guard.fencing_token();
         guard.unlock().await.unwrap();
@@ -280,7 +286,7 @@ async fn a_dropped_guard_is_released_in_the_background() {
 #[tokio::test]
 async fn a_dropped_guard_that_cannot_reach_redis_is_freed_by_its_ttl() {
     let ttl = Duration::from_millis(500);
-    let proxy = Proxy::start("127.0.0.1:6379".parse().unwrap()).await;
+    let proxy = Proxy::to_redis().await;
     let cut_off = service_at(&proxy.redis_url(), ttl).await;
     let healthy = service(ttl).await;
     let name = unique_name();

@@ -13,8 +13,8 @@ async fn three_hundred_users_racing_for_a_hundred_get_exactly_a_hundred_orders()
     let voucher = app.open_seckill(100).await;
     let users = app.seed_users(300).await;
 
-    let orders = users.iter().map(|(_, token)| app.order(voucher, token));
-    let outcomes = tally(futures::future::join_all(orders).await).await;
+    let tokens: Vec<&str> = users.iter().map(|(_, token)| token.as_str()).collect();
+    let outcomes = tally(&app.order_all(voucher, &tokens).await);
 
     assert_eq!(outcomes.get("OK"), Some(&100), "{outcomes:?}");
     assert_eq!(outcomes.get("SOLD_OUT"), Some(&200), "{outcomes:?}");
@@ -29,8 +29,7 @@ async fn one_user_firing_fifty_concurrent_orders_gets_exactly_one() {
     let voucher = app.open_seckill(100).await;
     let (_, token) = app.seed_users(1).await.remove(0);
 
-    let orders = (0..50).map(|_| app.order(voucher, &token));
-    let outcomes = tally(futures::future::join_all(orders).await).await;
+    let outcomes = tally(&app.order_all(voucher, &vec![token; 50]).await);
 
     assert_eq!(outcomes.get("OK"), Some(&1), "{outcomes:?}");
     let refused = outcomes.get("TOO_MANY_REQUESTS").unwrap_or(&0) + outcomes.get("DUPLICATE_ORDER").unwrap_or(&0);
@@ -69,8 +68,14 @@ async fn an_order_is_visible_to_its_owner_only() {
 
     expect_ok(app.get(&path, Some(&users[0].1)).await).await;
     expect_error(app.get(&path, Some(&users[1].1)).await, StatusCode::NOT_FOUND, "NOT_FOUND").await;
-    expect_error(app.get("/voucher-order/123456789", Some(&users[0].1)).await, StatusCode::NOT_FOUND, "NOT_FOUND").await;
-    expect_error(app.get("/voucher-order/not-a-number", Some(&users[0].1)).await, StatusCode::BAD_REQUEST, "VALIDATION").await;
+    expect_error(app.get("/voucher-order/123456789", Some(&users[0].1)).await, StatusCode::NOT_FOUND, "NOT_FOUND")
+        .await;
+    expect_error(
+        app.get("/voucher-order/not-a-number", Some(&users[0].1)).await,
+        StatusCode::BAD_REQUEST,
+        "VALIDATION",
+    )
+    .await;
     expect_error(app.get(&path, None).await, StatusCode::UNAUTHORIZED, "UNAUTHORIZED").await;
 }
 
@@ -85,9 +90,15 @@ async fn orders_outside_the_window_or_for_unknown_vouchers_are_refused() {
     expect_error(app.order(future, &token).await, StatusCode::CONFLICT, "NOT_STARTED").await;
     expect_error(app.order(past, &token).await, StatusCode::CONFLICT, "ENDED").await;
     expect_error(app.order(999_999, &token).await, StatusCode::NOT_FOUND, "NOT_FOUND").await;
-    expect_error(app.post("/voucher-order/seckill/abc", Some(&token)).await, StatusCode::BAD_REQUEST, "VALIDATION").await;
+    expect_error(app.post("/voucher-order/seckill/abc", Some(&token)).await, StatusCode::BAD_REQUEST, "VALIDATION")
+        .await;
     expect_error(app.order(future, "no-such-token").await, StatusCode::UNAUTHORIZED, "UNAUTHORIZED").await;
-    expect_error(app.post(&format!("/voucher-order/seckill/{future}"), None).await, StatusCode::UNAUTHORIZED, "UNAUTHORIZED").await;
+    expect_error(
+        app.post(&format!("/voucher-order/seckill/{future}"), None).await,
+        StatusCode::UNAUTHORIZED,
+        "UNAUTHORIZED",
+    )
+    .await;
     assert_eq!(app.stock_of(future).await, 10);
     assert_eq!(app.stock_of(past).await, 10);
 }
@@ -202,7 +213,8 @@ async fn an_order_whose_lock_is_lost_mid_transaction_rolls_back() {
     let blocker = hold_stock_row(&app, voucher).await;
 
     let order = tokio::spawn({
-        let (client, url, token) = (app.client.clone(), app.url(&format!("/voucher-order/seckill/{voucher}")), token.clone());
+        let (client, url, token) =
+            (app.client.clone(), app.url(&format!("/voucher-order/seckill/{voucher}")), token.clone());
         async move { client.post(url).header("authorization", token).send().await.unwrap() }
     });
     // Wait until the order holds its lock and is stuck at the row.

@@ -4,24 +4,25 @@
 //! passing its address and secrets in the environment (HMDP_BASE_URL,
 //! JWT_SECRET, ADMIN_KEY, DATABASE_URL, REDIS_URL, HMDP_STACK_DIR).
 
+mod common;
+
 use std::{collections::BTreeSet, time::Duration};
 
+use common::{Api, audit, instances, tally};
 use hmdp::{
     auth::{SessionStore, TokenKeys, seed_users},
+    keys::Keys,
     startup::{connect_database, connect_redis},
-    state::Keys,
 };
-use reqwest::StatusCode;
-use serde_json::{Value, json};
 use sqlx::MySqlPool;
 
+/// The running stack: its public address, and the database and session
+/// store behind it for seeding users and auditing.
 struct Stack {
-    base: String,
-    client: reqwest::Client,
+    api: Api,
     db: MySqlPool,
     sessions: SessionStore,
     tokens: TokenKeys,
-    admin_key: String,
 }
 
 fn env(name: &str) -> String {
@@ -32,12 +33,10 @@ impl Stack {
     async fn connect() -> Self {
         let redis = connect_redis(&env("REDIS_URL")).await.unwrap();
         Self {
-            base: env("HMDP_BASE_URL"),
-            client: reqwest::Client::builder().pool_max_idle_per_host(512).build().unwrap(),
+            api: Api::new(env("HMDP_BASE_URL"), env("ADMIN_KEY"), 512),
             db: connect_database(&env("DATABASE_URL"), 8).await.unwrap(),
-            sessions: SessionStore::from_parts(redis, Keys::new("")),
+            sessions: SessionStore::new(redis, Keys::new("")),
             tokens: TokenKeys::new(env("JWT_SECRET").as_bytes()),
-            admin_key: env("ADMIN_KEY"),
         }
     }
 
@@ -51,79 +50,27 @@ impl Stack {
             .collect()
     }
 
-    async fn open_seckill(&self, stock: i64) -> u64 {
-        let now = chrono::Utc::now();
-        let body = json!({
-            "shopId": 1, "title": "e2e", "payValue": 100, "actualValue": 200, "type": 1, "stock": stock,
-            "beginTime": (now - chrono::Duration::minutes(1)).to_rfc3339(),
-            "endTime": (now + chrono::Duration::hours(1)).to_rfc3339(),
-        });
-        let resp = self
-            .client
-            .post(format!("{}/voucher/seckill", self.base))
-            .header("x-admin-key", &self.admin_key)
-            .json(&body)
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(resp.status(), StatusCode::OK);
-        resp.json::<Value>().await.unwrap()["data"].as_u64().unwrap()
+    /// (orders, distinct users, stock) of a voucher.
+    async fn audit(&self, voucher: u64) -> (i64, i64, i64) {
+        let (orders, users) = audit::orders_of(&self.db, voucher).await;
+        (orders, users, audit::stock_of(&self.db, voucher).await)
     }
-
-    /// (errorCode or "OK", instance) of each order.
-    async fn order_all(&self, voucher: u64, tokens: &[String]) -> Vec<(String, String)> {
-        let requests = tokens.iter().map(|token| async move {
-            let resp = self
-                .client
-                .post(format!("{}/voucher-order/seckill/{voucher}", self.base))
-                .header("authorization", token)
-                .send()
-                .await
-                .unwrap();
-            let instance = resp.headers().get("x-instance").map(|v| v.to_str().unwrap().to_owned()).unwrap_or_default();
-            let body: Value = resp.json().await.unwrap();
-            let outcome = if body["success"] == true { "OK".to_owned() } else { body["errorCode"].as_str().unwrap().to_owned() };
-            (outcome, instance)
-        });
-        futures::future::join_all(requests).await
-    }
-
-    async fn audit(&self, voucher: u64) -> (i64, i64, i32) {
-        let (orders, users): (i64, i64) =
-            sqlx::query_as("SELECT COUNT(*), COUNT(DISTINCT user_id) FROM tb_voucher_order WHERE voucher_id = ?")
-                .bind(voucher)
-                .fetch_one(&self.db)
-                .await
-                .unwrap();
-        let stock: i32 = sqlx::query_scalar("SELECT stock FROM tb_seckill_voucher WHERE voucher_id = ?")
-            .bind(voucher)
-            .fetch_one(&self.db)
-            .await
-            .unwrap();
-        (orders, users, stock)
-    }
-}
-
-fn count(outcomes: &[(String, String)], what: &str) -> usize {
-    outcomes.iter().filter(|(o, _)| o == what).count()
-}
-
-fn instances(outcomes: &[(String, String)]) -> BTreeSet<String> {
-    outcomes.iter().map(|(_, i)| i.clone()).collect()
 }
 
 #[tokio::test]
 #[ignore = "needs the nginx stack; scripts/test runs it"]
 async fn through_nginx_one_user_firing_forty_orders_at_both_instances_gets_one() {
     let stack = Stack::connect().await;
-    let voucher = stack.open_seckill(100).await;
+    let voucher = stack.api.open_seckill(100).await;
     let token = stack.users(13_700_000_000, 1).await.remove(0);
     let tokens = vec![token; 40];
-    let outcomes = stack.order_all(voucher, &tokens).await;
+    let outcomes = stack.api.order_all(voucher, &tokens).await;
 
     assert_eq!(instances(&outcomes), BTreeSet::from(["app1".to_owned(), "app2".to_owned()]), "both instances answered");
-    assert_eq!(count(&outcomes, "OK"), 1, "{outcomes:?}");
-    assert_eq!(count(&outcomes, "TOO_MANY_REQUESTS") + count(&outcomes, "DUPLICATE_ORDER"), 39, "{outcomes:?}");
+    let counts = tally(&outcomes);
+    assert_eq!(counts.get("OK"), Some(&1), "{counts:?}");
+    let refused = counts.get("TOO_MANY_REQUESTS").unwrap_or(&0) + counts.get("DUPLICATE_ORDER").unwrap_or(&0);
+    assert_eq!(refused, 39, "{counts:?}");
     assert_eq!(stack.audit(voucher).await, (1, 1, 99));
 }
 
@@ -131,13 +78,14 @@ async fn through_nginx_one_user_firing_forty_orders_at_both_instances_gets_one()
 #[ignore = "needs the nginx stack; scripts/test runs it"]
 async fn through_nginx_four_hundred_users_racing_for_a_hundred_and_fifty_get_exactly_that() {
     let stack = Stack::connect().await;
-    let voucher = stack.open_seckill(150).await;
+    let voucher = stack.api.open_seckill(150).await;
     let tokens = stack.users(13_710_000_000, 400).await;
-    let outcomes = stack.order_all(voucher, &tokens).await;
+    let outcomes = stack.api.order_all(voucher, &tokens).await;
 
     assert_eq!(instances(&outcomes).len(), 2, "both instances answered");
-    assert_eq!(count(&outcomes, "OK"), 150, "{outcomes:?}");
-    assert_eq!(count(&outcomes, "SOLD_OUT"), 250);
+    let counts = tally(&outcomes);
+    assert_eq!(counts.get("OK"), Some(&150), "{counts:?}");
+    assert_eq!(counts.get("SOLD_OUT"), Some(&250), "{counts:?}");
     assert_eq!(stack.audit(voucher).await, (150, 150, 0), "(orders, distinct users, stock)");
 }
 
@@ -145,7 +93,7 @@ async fn through_nginx_four_hundred_users_racing_for_a_hundred_and_fifty_get_exa
 #[ignore = "needs the nginx stack; scripts/test runs it"]
 async fn with_one_instance_killed_nginx_keeps_serving_and_orders_stay_correct() {
     let stack = Stack::connect().await;
-    let voucher = stack.open_seckill(20).await;
+    let voucher = stack.api.open_seckill(20).await;
     let tokens = stack.users(13_720_000_000, 60).await;
 
     let pid_file = format!("{}/app2.pid", env("HMDP_STACK_DIR"));
@@ -154,10 +102,11 @@ async fn with_one_instance_killed_nginx_keeps_serving_and_orders_stay_correct() 
     assert!(killed.success());
     tokio::time::sleep(Duration::from_millis(300)).await;
 
-    let outcomes = stack.order_all(voucher, &tokens).await;
+    let outcomes = stack.api.order_all(voucher, &tokens).await;
     assert_eq!(instances(&outcomes), BTreeSet::from(["app1".to_owned()]), "only the survivor answers");
-    assert_eq!(count(&outcomes, "OK"), 20, "{outcomes:?}");
-    assert_eq!(count(&outcomes, "SOLD_OUT"), 40, "{outcomes:?}");
+    let counts = tally(&outcomes);
+    assert_eq!(counts.get("OK"), Some(&20), "{counts:?}");
+    assert_eq!(counts.get("SOLD_OUT"), Some(&40), "{counts:?}");
     assert_eq!(stack.audit(voucher).await, (20, 20, 0));
 
     // Bring it back, as the stack was.
@@ -167,7 +116,7 @@ async fn with_one_instance_killed_nginx_keeps_serving_and_orders_stay_correct() 
     // that both serve again.
     let mut seen = BTreeSet::new();
     for _ in 0..40 {
-        let resp = stack.client.get(format!("{}/health", stack.base)).send().await.unwrap();
+        let resp = stack.api.get("/health", None).await;
         seen.insert(resp.headers()["x-instance"].to_str().unwrap().to_owned());
         if seen.len() == 2 {
             break;

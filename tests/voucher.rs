@@ -26,14 +26,16 @@ async fn admin_routes_need_the_right_key() {
 async fn without_a_configured_admin_key_admin_routes_are_closed_to_everyone() {
     let app = TestApp::spawn_with(|c| c.admin_key = None).await;
     let body = seckill_body(10, BEGIN, END);
-    expect_error(app.post_json("/voucher/seckill", Some(ADMIN_KEY), &body).await, StatusCode::FORBIDDEN, "FORBIDDEN").await;
+    expect_error(app.post_json("/voucher/seckill", Some(ADMIN_KEY), &body).await, StatusCode::FORBIDDEN, "FORBIDDEN")
+        .await;
     expect_error(app.post_json("/voucher/seckill", None, &body).await, StatusCode::FORBIDDEN, "FORBIDDEN").await;
 }
 
 #[tokio::test]
 async fn a_seckill_voucher_is_created_with_both_rows_and_listed() {
     let app = TestApp::spawn().await;
-    let created = expect_ok(app.post_json("/voucher/seckill", Some(ADMIN_KEY), &seckill_body(200, BEGIN, END)).await).await;
+    let created =
+        expect_ok(app.post_json("/voucher/seckill", Some(ADMIN_KEY), &seckill_body(200, BEGIN, END)).await).await;
     let id = created["data"].as_u64().unwrap();
     let ordinary = json!({"shopId": 1, "title": "50 off 100", "payValue": 5000, "actualValue": 10000});
     let plain = expect_ok(app.post_json("/voucher", Some(ADMIN_KEY), &ordinary).await).await["data"].as_u64().unwrap();
@@ -112,8 +114,15 @@ async fn invalid_voucher_bodies_are_400_and_write_nothing() {
     }
     // Seckill fields on the ordinary route are refused too.
     expect_error(app.post_json("/voucher", Some(ADMIN_KEY), &base).await, StatusCode::BAD_REQUEST, "VALIDATION").await;
-    let raw = app.client.post(app.url("/voucher/seckill")).header("x-admin-key", ADMIN_KEY)
-        .header("content-type", "application/json").body("{not json").send().await.unwrap();
+    let raw = app
+        .client
+        .post(app.url("/voucher/seckill"))
+        .header("x-admin-key", ADMIN_KEY)
+        .header("content-type", "application/json")
+        .body("{not json")
+        .send()
+        .await
+        .unwrap();
     expect_error(raw, StatusCode::BAD_REQUEST, "VALIDATION").await;
 
     let count: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM tb_voucher").fetch_one(&app.db).await.unwrap();

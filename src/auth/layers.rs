@@ -9,7 +9,7 @@ use axum::{
     response::{IntoResponse, Response},
 };
 
-use super::session::{SessionStore, UserProfile};
+use super::session::UserProfile;
 use crate::{http::ApiError, state::AppState};
 
 /// The logged-in user of this request, put into the extensions by
@@ -30,22 +30,19 @@ struct SessionLookupFailed;
 /// without a user, and the routes that need one say so.
 pub async fn refresh_session(State(state): State<AppState>, mut req: Request, next: Next) -> Response {
     if let Some(token) = bearer_token(req.headers())
-        && let Ok(claims) = state.tokens.verify(token) {
-            match SessionStore::new(&state).load_and_touch(&claims.sid).await {
-                Ok(Some(profile)) if profile.id.to_string() == claims.sub => {
-                    req.extensions_mut().insert(CurrentUser {
-                        id: profile.id,
-                        session_id: claims.sid,
-                        profile,
-                    });
-                }
-                Ok(_) => {}
-                Err(err) => {
-                    tracing::warn!(error = %err, "session lookup failed");
-                    req.extensions_mut().insert(SessionLookupFailed);
-                }
+        && let Ok(claims) = state.tokens.verify(token)
+    {
+        match state.sessions.load_and_touch(&claims.sid).await {
+            Ok(Some(profile)) if profile.id.to_string() == claims.sub => {
+                req.extensions_mut().insert(CurrentUser { id: profile.id, session_id: claims.sid, profile });
+            }
+            Ok(_) => {}
+            Err(err) => {
+                tracing::warn!(error = %err, "session lookup failed");
+                req.extensions_mut().insert(SessionLookupFailed);
             }
         }
+    }
     next.run(req).await
 }
 
@@ -76,11 +73,7 @@ impl<S: Send + Sync> FromRequestParts<S> for CurrentUser {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
-        parts
-            .extensions
-            .get::<CurrentUser>()
-            .cloned()
-            .ok_or(ApiError::Unauthorized("login required"))
+        parts.extensions.get::<CurrentUser>().cloned().ok_or(ApiError::Unauthorized("login required"))
     }
 }
 

@@ -11,29 +11,29 @@ mod users;
 use axum::{Router, extract::State, middleware, routing::post};
 use serde::{Deserialize, Serialize};
 
+pub use code::CodeStore;
 pub use layers::{CurrentUser, refresh_session, require_login};
+pub use seed::{SeededUser, seed_users};
 pub use session::{SessionStore, UserProfile};
 pub use token::{Claims, TokenKeys};
-pub use seed::{SeededUser, seed_users};
 pub use users::find_or_create_by_phone;
 
 use crate::{
-    http::{ApiError, ApiResult, Reply, extract::{Json, Query}},
+    http::{
+        ApiError, ApiResult, Reply,
+        extract::{Json, Query},
+    },
     state::AppState,
 };
 
 /// Routes anyone may call.
 pub fn public_routes() -> Router<AppState> {
-    Router::new()
-        .route("/user/code", post(send_code))
-        .route("/user/login", post(login))
+    Router::new().route("/user/code", post(send_code)).route("/user/login", post(login))
 }
 
 /// Routes that need a logged-in user; the caller adds `require_login`.
 pub fn user_routes() -> Router<AppState> {
-    Router::new()
-        .route("/user/me", axum::routing::get(me))
-        .route("/user/logout", post(logout))
+    Router::new().route("/user/me", axum::routing::get(me)).route("/user/logout", post(logout))
 }
 
 /// The login layer for a router of protected routes.
@@ -51,7 +51,7 @@ async fn send_code(
     Query(PhoneQuery { phone }): Query<PhoneQuery>,
 ) -> ApiResult<Reply<()>> {
     let phone = validate_phone(&phone)?;
-    code::issue(&state, phone).await?;
+    state.codes.issue(phone).await?;
     Ok(Reply::done())
 }
 
@@ -66,10 +66,9 @@ async fn login(State(state): State<AppState>, Json(form): Json<LoginForm>) -> Ap
     if form.code.len() != code::CODE_LEN || !form.code.bytes().all(|b| b.is_ascii_digit()) {
         return Err(ApiError::validation("code must be 6 digits"));
     }
-    code::consume(&state, phone, &form.code).await?;
+    state.codes.consume(phone, &form.code).await?;
     let user = users::find_or_create_by_phone(&state.db, phone).await?;
-    let store = SessionStore::new(&state);
-    let session_id = store.create(&user).await?;
+    let session_id = state.sessions.create(&user).await?;
     let token = state.tokens.issue(user.id, &session_id).map_err(ApiError::internal)?;
     tracing::info!(user_id = user.id, "user logged in");
     Ok(Reply::data(token))
@@ -88,17 +87,14 @@ async fn me(user: CurrentUser) -> Reply<Me> {
 }
 
 async fn logout(State(state): State<AppState>, user: CurrentUser) -> ApiResult<Reply<()>> {
-    SessionStore::new(&state).delete(&user.session_id).await?;
+    state.sessions.delete(&user.session_id).await?;
     Ok(Reply::done())
 }
 
 /// Mainland mobile numbers: `^1[3-9]\d{9}$`.
 pub fn validate_phone(phone: &str) -> ApiResult<&str> {
     let b = phone.as_bytes();
-    let ok = b.len() == 11
-        && b[0] == b'1'
-        && (b'3'..=b'9').contains(&b[1])
-        && b.iter().all(u8::is_ascii_digit);
+    let ok = b.len() == 11 && b[0] == b'1' && (b'3'..=b'9').contains(&b[1]) && b.iter().all(u8::is_ascii_digit);
     if ok { Ok(phone) } else { Err(ApiError::validation("phone must be 11 digits like 13800000000")) }
 }
 
@@ -110,7 +106,9 @@ mod tests {
     fn phones_follow_the_mainland_mobile_pattern() {
         assert!(validate_phone("13800000000").is_ok());
         assert!(validate_phone("19999999999").is_ok());
-        for bad in ["", "12800000000", "1380000000", "138000000000", "1380000000a", "+8613800000", "２３８００００００００"] {
+        for bad in
+            ["", "12800000000", "1380000000", "138000000000", "1380000000a", "+8613800000", "２３８００００００００"]
+        {
             assert!(validate_phone(bad).is_err(), "{bad:?} accepted");
         }
     }

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use redis::{AsyncCommands, aio::ConnectionManager};
 use uuid::Uuid;
 
-use crate::{config::limits::SESSION_TTL, state::{AppState, Keys}};
+use crate::{config::limits::SESSION_TTL, keys::Keys};
 
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct UserProfile {
@@ -16,17 +16,16 @@ pub struct UserProfile {
     pub icon: String,
 }
 
+/// Built once at start-up and cloned into each request (a clone shares the
+/// multiplexed connection).
+#[derive(Clone)]
 pub struct SessionStore {
     redis: ConnectionManager,
     keys: Keys,
 }
 
 impl SessionStore {
-    pub fn new(state: &AppState) -> Self {
-        Self::from_parts(state.redis.clone(), state.keys.clone())
-    }
-
-    pub fn from_parts(redis: ConnectionManager, keys: Keys) -> Self {
+    pub fn new(redis: ConnectionManager, keys: Keys) -> Self {
         Self { redis, keys }
     }
 

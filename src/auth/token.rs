@@ -45,12 +45,8 @@ impl TokenKeys {
 
     pub fn issue(&self, user_id: u64, session_id: &str) -> jsonwebtoken::errors::Result<String> {
         let iat = Utc::now().timestamp();
-        let claims = Claims {
-            sub: user_id.to_string(),
-            sid: session_id.to_owned(),
-            iat,
-            exp: iat + TOKEN_TTL.as_secs() as i64,
-        };
+        let claims =
+            Claims { sub: user_id.to_string(), sid: session_id.to_owned(), iat, exp: iat + TOKEN_TTL.as_secs() as i64 };
         self.sign(&claims)
     }
 
@@ -61,7 +57,6 @@ impl TokenKeys {
 
     /// Signature, algorithm and exp; the session check comes after.
     pub fn verify(&self, token: &str) -> jsonwebtoken::errors::Result<Claims> {
-        jsonwebtoken::decode::<Claims>(token, &self.inner.decoding, &self.inner.validation)
-            .map(|data| data.claims)
+        jsonwebtoken::decode::<Claims>(token, &self.inner.decoding, &self.inner.validation).map(|data| data.claims)
     }
 }

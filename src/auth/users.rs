@@ -22,9 +22,7 @@ pub async fn find_or_create_by_phone(db: &MySqlPool, phone: &str) -> sqlx::Resul
         .bind(&nick_name)
         .execute(db)
         .await?;
-    find_by_phone(db, phone)
-        .await?
-        .ok_or_else(|| sqlx::Error::RowNotFound)
+    find_by_phone(db, phone).await?.ok_or_else(|| sqlx::Error::RowNotFound)
 }
 
 async fn find_by_phone(db: &MySqlPool, phone: &str) -> sqlx::Result<Option<UserProfile>> {

@@ -9,10 +9,6 @@ use axum::{
 
 use super::envelope::Envelope;
 
-/// The name of the unique index that makes "one order per user" the
-/// database's decision, not only the lock's.
-pub const UNIQUE_ORDER_INDEX: &str = "uk_user_voucher";
-
 #[derive(Debug, thiserror::Error)]
 pub enum ApiError {
     #[error("{0}")]
@@ -54,6 +50,12 @@ impl ApiError {
         Self::Internal(err.into())
     }
 
+    /// An error of one of the app's own libraries (ids, lock), which knows
+    /// whether it means "a dependency is unreachable"; plumbing does not.
+    pub fn dependency(unavailable: bool, err: impl Into<anyhow::Error>) -> Self {
+        if unavailable { Self::Unavailable(err.into()) } else { Self::Internal(err.into()) }
+    }
+
     pub fn status(&self) -> StatusCode {
         match self {
             Self::Validation(_) => StatusCode::BAD_REQUEST,
@@ -61,9 +63,7 @@ impl ApiError {
             Self::Forbidden => StatusCode::FORBIDDEN,
             Self::NotFound(_) => StatusCode::NOT_FOUND,
             Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
-            Self::NotStarted | Self::Ended | Self::SoldOut | Self::DuplicateOrder => {
-                StatusCode::CONFLICT
-            }
+            Self::NotStarted | Self::Ended | Self::SoldOut | Self::DuplicateOrder => StatusCode::CONFLICT,
             Self::TooManyRequests(_) => StatusCode::TOO_MANY_REQUESTS,
             Self::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
@@ -106,14 +106,10 @@ impl IntoResponse for ApiError {
 
 impl From<sqlx::Error> for ApiError {
     fn from(err: sqlx::Error) -> Self {
-        if unique_violation(&err).is_some_and(|index| index == UNIQUE_ORDER_INDEX) {
-            return Self::DuplicateOrder;
-        }
         match err {
-            sqlx::Error::Io(_)
-            | sqlx::Error::PoolTimedOut
-            | sqlx::Error::PoolClosed
-            | sqlx::Error::Tls(_) => Self::Unavailable(err.into()),
+            sqlx::Error::Io(_) | sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed | sqlx::Error::Tls(_) => {
+                Self::Unavailable(err.into())
+            }
             other => Self::Internal(other.into()),
         }
     }
@@ -121,12 +117,14 @@ impl From<sqlx::Error> for ApiError {
 
 impl From<redis::RedisError> for ApiError {
     fn from(err: redis::RedisError) -> Self {
-        if err.is_io_error() || err.is_connection_dropped() || err.is_timeout() || err.is_connection_refusal() {
-            Self::Unavailable(err.into())
-        } else {
-            Self::Internal(err.into())
-        }
+        Self::dependency(redis_unreachable(&err), err)
     }
+}
+
+/// Redis could not be reached or did not answer in time, as opposed to a
+/// command that Redis refused.
+pub fn redis_unreachable(err: &redis::RedisError) -> bool {
+    err.is_io_error() || err.is_connection_dropped() || err.is_timeout() || err.is_connection_refusal()
 }
 
 /// The unique index a statement ran into, by name. MariaDB reports it only
@@ -142,30 +140,23 @@ pub fn unique_violation(err: &sqlx::Error) -> Option<String> {
     Some(key.rsplit('.').next().unwrap_or(key).to_owned())
 }
 
-impl From<crate::ids::IdError> for ApiError {
-    fn from(err: crate::ids::IdError) -> Self {
-        match err {
-            crate::ids::IdError::Redis(r) => r.into(),
-            other => Self::internal(other),
-        }
-    }
+/// Maps a violation of the unique index `index` to `to`, where the statement
+/// that can run into it is made (realworld-axum-sqlx's `on_constraint`):
+/// the index is named by the code that knows what it means.
+pub trait ResultExt<T> {
+    fn on_unique(self, index: &str, to: impl FnOnce() -> ApiError) -> ApiResult<T>;
 }
 
-impl From<crate::lock::LockError> for ApiError {
-    fn from(err: crate::lock::LockError) -> Self {
-        match err {
-            crate::lock::LockError::Redis(r) => r.into(),
-            other => Self::internal(other),
-        }
+impl<T> ResultExt<T> for Result<T, sqlx::Error> {
+    fn on_unique(self, index: &str, to: impl FnOnce() -> ApiError) -> ApiResult<T> {
+        self.map_err(|err| if unique_violation(&err).as_deref() == Some(index) { to() } else { err.into() })
     }
 }
 
 impl From<JsonRejection> for ApiError {
     fn from(rejection: JsonRejection) -> Self {
         let msg = match &rejection {
-            JsonRejection::MissingJsonContentType(_) => {
-                "expected a body with content-type application/json".to_owned()
-            }
+            JsonRejection::MissingJsonContentType(_) => "expected a body with content-type application/json".to_owned(),
             other => other.body_text(),
         };
         Self::Validation(msg)

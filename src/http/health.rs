@@ -3,15 +3,26 @@
 
 use std::time::Duration;
 
-use axum::{Router, extract::State, routing::get};
-use redis::AsyncCommands;
+use axum::{
+    Router,
+    extract::{FromRef, State},
+    routing::get,
+};
+use redis::{AsyncCommands, aio::ConnectionManager};
+use sqlx::MySqlPool;
 
 use super::{ApiError, ApiResult, Reply};
-use crate::state::AppState;
 
 const READY_TIMEOUT: Duration = Duration::from_secs(2);
 
-pub fn routes() -> Router<AppState> {
+/// Generic over the app's state, so this plumbing needs nothing of the app
+/// but its two connections.
+pub fn routes<S>() -> Router<S>
+where
+    S: Clone + Send + Sync + 'static,
+    MySqlPool: FromRef<S>,
+    ConnectionManager: FromRef<S>,
+{
     Router::new().route("/health", get(health)).route("/ready", get(ready))
 }
 
@@ -19,10 +30,12 @@ async fn health() -> Reply<&'static str> {
     Reply::data("ok")
 }
 
-async fn ready(State(state): State<AppState>) -> ApiResult<Reply<&'static str>> {
-    let mut redis = state.redis.clone();
+async fn ready(
+    State(db): State<MySqlPool>,
+    State(mut redis): State<ConnectionManager>,
+) -> ApiResult<Reply<&'static str>> {
     let (db, ping) = tokio::join!(
-        tokio::time::timeout(READY_TIMEOUT, sqlx::query("SELECT 1").execute(&state.db)),
+        tokio::time::timeout(READY_TIMEOUT, sqlx::query("SELECT 1").execute(&db)),
         tokio::time::timeout(READY_TIMEOUT, async move { redis.ping::<String>().await }),
     );
     db.map_err(|_| unavailable("MariaDB ping timed out"))?

@@ -39,8 +39,8 @@ const BODY_LIMIT: usize = 64 * 1024;
 /// first: the request id exists before the span opens, so every log line of
 /// the request carries it, and it is echoed on the way out.
 pub fn with_plumbing(router: Router, instance_id: &str) -> Router {
-    let instance = HeaderValue::from_str(instance_id)
-        .unwrap_or_else(|_| HeaderValue::from_static("invalid-instance-id"));
+    let instance =
+        HeaderValue::from_str(instance_id).unwrap_or_else(|_| HeaderValue::from_static("invalid-instance-id"));
     router
         .fallback(|| async { ApiError::NotFound("no such route") })
         .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
@@ -56,11 +56,7 @@ pub fn with_plumbing(router: Router, instance_id: &str) -> Router {
 }
 
 fn request_span(req: &Request<Body>) -> tracing::Span {
-    let request_id = req
-        .headers()
-        .get(&X_REQUEST_ID)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("-");
+    let request_id = req.headers().get(&X_REQUEST_ID).and_then(|v| v.to_str().ok()).unwrap_or("-");
     tracing::info_span!(
         "request",
         method = %req.method(),

@@ -4,7 +4,7 @@
 use chrono::{DateTime, Utc};
 use redis::aio::ConnectionManager;
 
-use crate::state::Keys;
+use crate::keys::Keys;
 
 /// 2022-01-01T00:00:00Z: the generator's epoch.
 pub const EPOCH_SECS: i64 = 1_640_995_200;
@@ -44,6 +44,13 @@ pub enum IdError {
     ClockBeforeEpoch,
     #[error("the daily sequence is exhausted")]
     SequenceExhausted,
+}
+
+impl IdError {
+    /// Only an unreachable Redis; the other errors are this service's own.
+    pub fn is_unavailable(&self) -> bool {
+        matches!(self, Self::Redis(err) if crate::http::error::redis_unreachable(err))
+    }
 }
 
 impl OrderIdGenerator {

@@ -1,4 +1,5 @@
-//! What the lock has been doing, for the metrics endpoint to come.
+//! What the lock has been doing: counters an operator reads through
+//! `LockService::metrics()`.
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 

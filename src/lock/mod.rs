@@ -83,6 +83,14 @@ pub enum LockError {
     Protocol(Vec<i64>),
 }
 
+impl LockError {
+    /// Redis could not be reached or did not answer in time. (The lock is a
+    /// library that imports nothing of the app, so it says this itself.)
+    pub fn is_unavailable(&self) -> bool {
+        matches!(self, Self::Redis(e) if e.is_io_error() || e.is_connection_dropped() || e.is_timeout() || e.is_connection_refusal())
+    }
+}
+
 /// The result of an unlock.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Unlocked {
@@ -129,11 +137,7 @@ impl LockKeys {
             Some(open) if name[open + 1..].find('}').is_some_and(|close| close > 0) => name.to_owned(),
             _ => format!("{{{name}}}"),
         };
-        Self {
-            fence: format!("{tagged}:fence"),
-            channel: format!("{RELEASE_CHANNEL_PREFIX}{tagged}"),
-            lock: tagged,
-        }
+        Self { fence: format!("{tagged}:fence"), channel: format!("{RELEASE_CHANNEL_PREFIX}{tagged}"), lock: tagged }
     }
 }
 
@@ -269,24 +273,22 @@ impl LockService {
                 LockMetrics::bump(&self.inner.metrics.reentered);
                 Ok(Attempt::Acquired { fence: *fence as u64, first: false })
             }
-            [0, pttl] => Ok(Attempt::HeldByOther {
-                pttl: (*pttl > 0).then(|| Duration::from_millis(*pttl as u64)),
-            }),
+            [0, pttl] => Ok(Attempt::HeldByOther { pttl: (*pttl > 0).then(|| Duration::from_millis(*pttl as u64)) }),
             _ => Err(LockError::Protocol(reply)),
         }
     }
 
-    fn guard(&self, keys: &LockKeys, owner: String, lease: Lease, sent_at: Instant, fence: u64, first: bool) -> LockGuard {
+    fn guard(
+        &self,
+        keys: &LockKeys,
+        owner: String,
+        lease: Lease,
+        sent_at: Instant,
+        fence: u64,
+        first: bool,
+    ) -> LockGuard {
         let hold = self.inner.holds.acquired(&self.inner, (keys.lock.clone(), owner.clone()), lease, sent_at, first);
-        LockGuard {
-            service: self.clone(),
-            keys: keys.clone(),
-            owner,
-            lease: lease.ttl(),
-            fence,
-            hold,
-            released: false,
-        }
+        LockGuard { service: self.clone(), keys: keys.clone(), owner, lease: lease.ttl(), fence, hold, released: false }
     }
 }
 
@@ -311,12 +313,7 @@ impl Inner {
     }
 
     async fn renew(&self, key: &str, owner: &str, ttl: Duration) -> redis::RedisResult<bool> {
-        let renewed: i64 = RENEW
-            .key(key)
-            .arg(millis(ttl))
-            .arg(owner)
-            .invoke_async(&mut self.redis.clone())
-            .await?;
+        let renewed: i64 = RENEW.key(key).arg(millis(ttl)).arg(owner).invoke_async(&mut self.redis.clone()).await?;
         Ok(renewed == 1)
     }
 }

@@ -77,12 +77,11 @@ impl Holds {
     /// was sent, so deadlines computed from it are never late.
     pub fn acquired(&self, inner: &Arc<Inner>, id: HoldId, lease: Lease, sent_at: Instant, first: bool) -> Arc<Hold> {
         let mut map = self.by_lock.lock().expect("holds poisoned");
-        if !first
-            && let Some(hold) = map.get(&id).filter(|h| !h.lost.is_cancelled()) {
-                // The script re-armed the key's TTL.
-                hold.state.lock().expect("hold poisoned").expires_at = sent_at + lease.ttl();
-                return hold.clone();
-            }
+        if !first && let Some(hold) = map.get(&id).filter(|h| !h.lost.is_cancelled()) {
+            // The script re-armed the key's TTL.
+            hold.state.lock().expect("hold poisoned").expires_at = sent_at + lease.ttl();
+            return hold.clone();
+        }
         // A first acquisition while we still had a record means that earlier
         // hold ended behind our back (its lease ran out): say so.
         if let Some(stale) = map.remove(&id) {

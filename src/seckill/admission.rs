@@ -1,5 +1,5 @@
-//! What each instance remembers per seckill voucher, in front of its hot
-//! stock row.
+//! Admission, shared by every way of placing an order: what each instance
+//! remembers per seckill voucher, in front of its hot stock row.
 //!
 //! InnoDB serialises updates of one row; with hundreds of transactions
 //! queued on its lock, throughput falls steeply (lock-wait bookkeeping,
@@ -18,7 +18,13 @@ use std::{
 };
 
 use chrono::NaiveDateTime;
+use sqlx::MySqlPool;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+use crate::{
+    http::{ApiError, ApiResult},
+    voucher,
+};
 
 #[derive(Clone)]
 pub struct VoucherGates {
@@ -40,6 +46,21 @@ pub struct Gate {
 }
 
 impl Gate {
+    /// The checks that need no table: the sale window, then the sold-out
+    /// flag. `now` is UTC.
+    pub fn admit(&self, now: NaiveDateTime) -> ApiResult<()> {
+        if now < self.window.begin {
+            return Err(ApiError::NotStarted);
+        }
+        if now >= self.window.end {
+            return Err(ApiError::Ended);
+        }
+        if self.is_sold_out() {
+            return Err(ApiError::SoldOut);
+        }
+        Ok(())
+    }
+
     /// Waits for a turn at the voucher's row.
     pub async fn enter(&self) -> OwnedSemaphorePermit {
         self.row.clone().acquire_owned().await.expect("gate semaphores are never closed")
@@ -63,13 +84,20 @@ impl VoucherGates {
         Self { permits_per_voucher, gates: Arc::default() }
     }
 
-    /// The gate of a voucher this instance has already seen.
-    pub fn get(&self, voucher_id: u64) -> Option<Arc<Gate>> {
-        self.gates.lock().expect("voucher gates poisoned").get(&voucher_id).cloned()
+    /// The voucher's gate, read from the database the first time this
+    /// instance sees the voucher; 404 for a voucher that is not a seckill one.
+    pub async fn get_or_load(&self, db: &MySqlPool, voucher_id: u64) -> ApiResult<Arc<Gate>> {
+        if let Some(gate) = self.gates.lock().expect("voucher gates poisoned").get(&voucher_id) {
+            return Ok(gate.clone());
+        }
+        let voucher =
+            voucher::find_seckill(db, voucher_id).await?.ok_or(ApiError::NotFound("no such seckill voucher"))?;
+        let window = SaleWindow { begin: voucher.begin_time, end: voucher.end_time };
+        Ok(self.insert(voucher_id, window, voucher.stock))
     }
 
     /// Remembers a voucher read from the database.
-    pub fn insert(&self, voucher_id: u64, window: SaleWindow, stock: i32) -> Arc<Gate> {
+    fn insert(&self, voucher_id: u64, window: SaleWindow, stock: i32) -> Arc<Gate> {
         let gate = self
             .gates
             .lock()

@@ -20,10 +20,6 @@ impl FromRequestParts<AppState> for Admin {
         };
         let given = parts.headers.get(ADMIN_KEY_HEADER).map(|v| v.as_bytes()).unwrap_or_default();
         // Constant time in the key's content; only its length can leak.
-        if bool::from(given.ct_eq(expected.as_bytes())) {
-            Ok(Admin)
-        } else {
-            Err(ApiError::Forbidden)
-        }
+        if bool::from(given.ct_eq(expected.as_bytes())) { Ok(Admin) } else { Err(ApiError::Forbidden) }
     }
 }

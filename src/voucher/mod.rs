@@ -4,14 +4,21 @@
 mod admin;
 mod model;
 
-use axum::{Router, extract::State, routing::{get, post}};
+use axum::{
+    Router,
+    extract::State,
+    routing::{get, post},
+};
 use sqlx::MySqlPool;
 
 pub use admin::Admin;
 pub use model::{NewVoucher, SeckillVoucher, VoucherForm, VoucherView};
 
 use crate::{
-    http::{ApiResult, Reply, extract::{Json, Path}},
+    http::{
+        ApiResult, Reply,
+        extract::{Json, Path},
+    },
     state::AppState,
 };
 

@@ -9,10 +9,23 @@ use tokio_util::sync::CancellationToken;
 pub struct Proxy {
     addr: SocketAddr,
     cut: CancellationToken,
+    /// REDIS_URL, to be pointed at the proxy with everything else kept.
+    redis_url: reqwest::Url,
 }
 
 impl Proxy {
-    pub async fn start(target: SocketAddr) -> Self {
+    /// A proxy in front of the Redis that REDIS_URL names.
+    pub async fn to_redis() -> Self {
+        let url = reqwest::Url::parse(&super::redis_url()).expect("REDIS_URL is a URL");
+        let host = url.host_str().expect("REDIS_URL names a host").to_owned();
+        let port = url.port().unwrap_or(6379);
+        let target = tokio::net::lookup_host((host.as_str(), port)).await.unwrap().next().expect("Redis address");
+        let mut proxy = Self::start(target).await;
+        proxy.redis_url = url;
+        proxy
+    }
+
+    async fn start(target: SocketAddr) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let cut = CancellationToken::new();
@@ -33,11 +46,17 @@ impl Proxy {
                 });
             }
         });
-        Self { addr, cut }
+        let redis_url = reqwest::Url::parse("redis://127.0.0.1").unwrap();
+        Self { addr, cut, redis_url }
     }
 
+    /// The Redis URL that goes through this proxy (credentials and database
+    /// number as in REDIS_URL).
     pub fn redis_url(&self) -> String {
-        format!("redis://{}", self.addr)
+        let mut url = self.redis_url.clone();
+        url.set_ip_host(self.addr.ip()).unwrap();
+        url.set_port(Some(self.addr.port())).unwrap();
+        url.to_string()
     }
 
     /// Drops every connection and refuses new ones.

@@ -43,7 +43,13 @@ pub struct Audit {
 }
 
 impl Audit {
-    pub async fn new(db: &MySqlPool, voucher: u64, before: &Snapshot, after: &Snapshot, successes: u64) -> anyhow::Result<Self> {
+    pub async fn new(
+        db: &MySqlPool,
+        voucher: u64,
+        before: &Snapshot,
+        after: &Snapshot,
+        successes: u64,
+    ) -> anyhow::Result<Self> {
         let duplicate_pairs: i64 = sqlx::query_scalar(
             "SELECT COUNT(*) FROM (SELECT user_id FROM tb_voucher_order WHERE voucher_id = ? GROUP BY user_id HAVING COUNT(*) > 1) d",
         )
@@ -69,7 +75,11 @@ impl Audit {
             stock_plus_orders_is_initial: balanced,
             new_orders,
             success_answers: successes,
-            passed: oversold == 0 && duplicate_pairs == 0 && balanced && after.stock >= 0 && new_orders == successes as i64,
+            passed: oversold == 0
+                && duplicate_pairs == 0
+                && balanced
+                && after.stock >= 0
+                && new_orders == successes as i64,
         }
     }
 

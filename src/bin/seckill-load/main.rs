@@ -26,8 +26,8 @@ use anyhow::Context;
 use clap::Parser;
 use hmdp::{
     auth::{SessionStore, TokenKeys, seed_users},
+    keys::Keys,
     startup::{connect_database, connect_redis},
-    state::Keys,
 };
 use serde_json::{Value, json};
 
@@ -80,7 +80,10 @@ struct Args {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    anyhow::ensure!(args.concurrency > 0 && args.requests_per_user > 0, "concurrency and requests-per-user must be positive");
+    anyhow::ensure!(
+        args.concurrency > 0 && args.requests_per_user > 0,
+        "concurrency and requests-per-user must be positive"
+    );
     // A thousand connections need more than the usual 1024 descriptors.
     let _ = rlimit::increase_nofile_limit(65_536);
 
@@ -88,10 +91,8 @@ async fn main() -> anyhow::Result<()> {
     let tokens = load_tokens(&args, &db).await?;
     anyhow::ensure!(!tokens.is_empty(), "no users: give --users N or --tokens FILE");
 
-    let client = reqwest::Client::builder()
-        .pool_max_idle_per_host(args.concurrency)
-        .timeout(Duration::from_secs(60))
-        .build()?;
+    let client =
+        reqwest::Client::builder().pool_max_idle_per_host(args.concurrency).timeout(Duration::from_secs(60)).build()?;
     let voucher = match (args.voucher, args.stock) {
         (Some(id), _) => id,
         (None, Some(stock)) => create_voucher(&client, &args, stock).await?,
@@ -99,9 +100,8 @@ async fn main() -> anyhow::Result<()> {
     };
     let before = audit::Snapshot::read(&db, voucher).await?;
 
-    let jobs: Arc<Vec<usize>> = Arc::new(
-        (0..tokens.len()).flat_map(|user| std::iter::repeat_n(user, args.requests_per_user)).collect(),
-    );
+    let jobs: Arc<Vec<usize>> =
+        Arc::new((0..tokens.len()).flat_map(|user| std::iter::repeat_n(user, args.requests_per_user)).collect());
     let tokens = Arc::new(tokens);
     let next = Arc::new(AtomicUsize::new(0));
     let done = Arc::new(AtomicUsize::new(0));
@@ -158,7 +158,8 @@ async fn main() -> anyhow::Result<()> {
             "report": summary,
             "audit": audit,
         });
-        std::fs::write(path, serde_json::to_string_pretty(&doc)?).with_context(|| format!("writing {}", path.display()))?;
+        std::fs::write(path, serde_json::to_string_pretty(&doc)?)
+            .with_context(|| format!("writing {}", path.display()))?;
     }
     anyhow::ensure!(audit.passed, "audit failed");
     anyhow::ensure!(
@@ -200,7 +201,7 @@ async fn load_tokens(args: &Args, db: &sqlx::MySqlPool) -> anyhow::Result<Vec<St
     let Some(count) = args.users else { return Ok(Vec::new()) };
     let secret = args.jwt_secret.as_deref().context("--users needs JWT_SECRET (the stack's)")?;
     let started = Instant::now();
-    let sessions = SessionStore::from_parts(connect_redis(&args.redis_url).await?, Keys::new(""));
+    let sessions = SessionStore::new(connect_redis(&args.redis_url).await?, Keys::new(""));
     let users = seed_users(db, &sessions, &TokenKeys::new(secret.as_bytes()), args.first_phone, count).await?;
     eprintln!("seeded {count} users in {:.1?}", started.elapsed());
     Ok(users.into_iter().map(|u| u.token).collect())

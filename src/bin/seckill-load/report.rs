@@ -146,12 +146,33 @@ impl Row {
 pub fn render(summary: &Summary) -> String {
     let mut out = format!(
         "Aggregate report (wall time {:.3} s, latencies in ms)\n{:<16} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8} {:>12}\n",
-        summary.wall_secs, "Label", "# Samples", "Average", "Median", "90% Line", "95% Line", "99% Line", "Min", "Max", "Error %", "Throughput"
+        summary.wall_secs,
+        "Label",
+        "# Samples",
+        "Average",
+        "Median",
+        "90% Line",
+        "95% Line",
+        "99% Line",
+        "Min",
+        "Max",
+        "Error %",
+        "Throughput"
     );
     for r in &summary.rows {
         out.push_str(&format!(
             "{:<16} {:>9} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>7.2}% {:>10.1}/s\n",
-            r.label, r.samples, r.average_ms, r.median_ms, r.p90_ms, r.p95_ms, r.p99_ms, r.min_ms, r.max_ms, r.error_pct, r.throughput_per_sec
+            r.label,
+            r.samples,
+            r.average_ms,
+            r.median_ms,
+            r.p90_ms,
+            r.p95_ms,
+            r.p99_ms,
+            r.min_ms,
+            r.max_ms,
+            r.error_pct,
+            r.throughput_per_sec
         ));
     }
     out

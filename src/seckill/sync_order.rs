@@ -1,0 +1,112 @@
+//! The synchronous order, the design card's path: the per-user lock taken
+//! without waiting, and inside it one transaction (one order per user,
+//! `stock = stock - 1 ... AND stock > 0`, insert), committed only while the
+//! lock is still held and released only after the commit. The UNIQUE
+//! (user_id, voucher_id) index has the last word.
+
+use std::time::Duration;
+
+use sqlx::{MySql, Transaction};
+
+use super::{Gate, UNIQUE_ORDER_INDEX};
+use crate::{
+    http::{ApiError, ApiResult, error::ResultExt},
+    lock::{Holder, LockGuard},
+    state::AppState,
+};
+
+/// Places one order for an admitted request; returns the order id.
+pub(super) async fn place(state: &AppState, gate: &Gate, user_id: u64, voucher_id: u64) -> ApiResult<i64> {
+    // One request per user at a time, across instances: a second in-flight
+    // request of the same user is refused rather than queued.
+    let lock_name = state.keys.order_lock(user_id);
+    let guard = state
+        .locks
+        .try_lock(&lock_name, &Holder::random(), Duration::ZERO, None)
+        .await
+        .map_err(|e| ApiError::dependency(e.is_unavailable(), e))?
+        .ok_or(ApiError::TooManyRequests("another order of yours is in progress"))?;
+
+    let placed = under_lock(state, gate, user_id, voucher_id, &guard).await;
+    // Released after the commit or rollback, never before.
+    if let Err(err) = guard.unlock().await {
+        tracing::warn!(error = %err, "releasing the order lock failed; its lease will free it");
+    }
+    placed
+}
+
+async fn under_lock(state: &AppState, gate: &Gate, user_id: u64, voucher_id: u64, guard: &LockGuard) -> ApiResult<i64> {
+    let _turn = gate.enter().await;
+    if gate.is_sold_out() {
+        return Err(ApiError::SoldOut);
+    }
+    let order_id = state.order_ids.next().await.map_err(|e| ApiError::dependency(e.is_unavailable(), e))?;
+
+    // If the lock is lost mid-transaction, the transaction is dropped, which
+    // rolls it back.
+    let reservation = tokio::select! {
+        biased;
+        () = guard.lost() => return Err(lock_lost()),
+        reservation = reserve(state, user_id, voucher_id, order_id) => reservation?,
+    };
+    let tx = match reservation {
+        Reservation::Made(tx) => tx,
+        Reservation::AlreadyOrdered => return Err(ApiError::DuplicateOrder),
+        Reservation::SoldOut => {
+            gate.mark_sold_out();
+            return Err(ApiError::SoldOut);
+        }
+    };
+    if guard.is_lost() {
+        drop(tx);
+        return Err(lock_lost());
+    }
+    tx.commit().await?;
+    tracing::info!(order_id, user_id, voucher_id, fence = guard.fencing_token(), "order placed");
+    Ok(order_id)
+}
+
+fn lock_lost() -> ApiError {
+    ApiError::Unavailable(anyhow::anyhow!("the order lock was lost before the commit; rolled back"))
+}
+
+/// What the order's statements found. `SoldOut` means MariaDB reported a
+/// committed stock of 0 (the conditional UPDATE matched nothing).
+enum Reservation {
+    /// Stock taken and the row inserted, in this open transaction: the
+    /// caller commits only if it still holds the user's lock.
+    Made(Transaction<'static, MySql>),
+    AlreadyOrdered,
+    SoldOut,
+}
+
+async fn reserve(state: &AppState, user_id: u64, voucher_id: u64, order_id: i64) -> ApiResult<Reservation> {
+    let mut tx = state.db.begin().await?;
+    let existing: Option<i64> =
+        sqlx::query_scalar("SELECT id FROM tb_voucher_order WHERE user_id = ? AND voucher_id = ? LIMIT 1")
+            .bind(user_id)
+            .bind(voucher_id)
+            .fetch_optional(&mut *tx)
+            .await?;
+    if existing.is_some() {
+        return Ok(Reservation::AlreadyOrdered);
+    }
+    let taken = sqlx::query("UPDATE tb_seckill_voucher SET stock = stock - 1 WHERE voucher_id = ? AND stock > 0")
+        .bind(voucher_id)
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
+    if taken == 0 {
+        return Ok(Reservation::SoldOut);
+    }
+    // Another instance's order that slipped past the lock runs into the
+    // unique index here: the database has the last word.
+    sqlx::query("INSERT INTO tb_voucher_order (id, user_id, voucher_id) VALUES (?, ?, ?)")
+        .bind(order_id)
+        .bind(user_id)
+        .bind(voucher_id)
+        .execute(&mut *tx)
+        .await
+        .on_unique(UNIQUE_ORDER_INDEX, || ApiError::DuplicateOrder)?;
+    Ok(Reservation::Made(tx))
+}
