@@ -44,7 +44,13 @@ async fn main() -> anyhow::Result<()> {
                     let script = redis::Script::new(include_str!("../lua/lock_acquire.lua"));
                     let mut conn = locks_conn;
                     while Instant::now() < deadline {
-                        let _: Vec<i64> = script.key(&name).key(format!("{name}:fence")).arg(30_000).arg("owner").invoke_async(&mut conn).await?;
+                        let _: Vec<i64> = script
+                            .key(&name)
+                            .key(format!("{name}:fence"))
+                            .arg(30_000)
+                            .arg("owner")
+                            .invoke_async(&mut conn)
+                            .await?;
                         pairs += 1;
                     }
                     return anyhow::Ok(pairs);
