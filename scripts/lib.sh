@@ -82,12 +82,28 @@ ensure_redis() {
     if redis_alive; then return 0; fi
     ensure_command redis-server redis-server
     log "starting Redis"
+    # Debian's service runs Redis as user redis; a data directory it cannot
+    # write makes the first background save fail, and from then on Redis
+    # refuses every write (MISCONF). Some images ship it owned by root.
+    if id redis >/dev/null 2>&1; then
+        $SUDO mkdir -p /var/lib/redis /var/log/redis
+        $SUDO chown redis:redis /var/lib/redis
+        $SUDO chown redis /var/log/redis
+    fi
     if ! { command -v service >/dev/null && $SUDO service redis-server start >/dev/null 2>&1 && wait_for 5 "Redis" redis_alive; } 2>/dev/null; then
         $SUDO mkdir -p /var/lib/redis /var/log/redis
         $SUDO redis-server --daemonize yes --bind 127.0.0.1 -::1 --port 6379 \
             --dir /var/lib/redis --logfile /var/log/redis/hmdp.log
     fi
     wait_for 20 "Redis" redis_alive
+}
+
+# A Redis that answers PING may still refuse writes (a failed background
+# save with stop-writes-on-bgsave-error): say so now, not mid-test.
+check_redis_writes() {
+    local reply
+    reply=$(redis-cli -u "$REDIS_URL" set hmdp:write-probe 1 EX 5 2>&1)
+    [ "$reply" = "OK" ] || die "Redis at $REDIS_URL refuses writes: $reply"
 }
 
 # Exports a DATABASE_URL that works over TCP. Prefers the contract's default
@@ -160,6 +176,7 @@ prepare_machine() {
     ensure_rust
     ensure_mariadb
     ensure_redis
+    check_redis_writes
     ensure_database_url
     ensure_database
     log "MariaDB and Redis ready (REDIS_URL=$REDIS_URL)"
