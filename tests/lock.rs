@@ -149,6 +149,18 @@ async fn a_fixed_lease_expires_and_another_holder_gets_the_lock() {
 }
 
 #[tokio::test]
+async fn a_fixed_lease_holder_is_told_it_lost_the_lock_while_the_key_still_guards_it() {
+    let locks = service(Duration::from_secs(30)).await;
+    let name = unique_name();
+    let guard =
+        locks.try_lock(&name, &Holder::random(), NO_WAIT, Some(Duration::from_millis(200))).await.unwrap().unwrap();
+    guard.lost().await;
+    // Nobody else can have the lock yet: the holder heard first.
+    let pttl: i64 = redis().await.pttl(LockService::key_of(&name)).await.unwrap();
+    assert!(pttl > 0, "the key expired before its holder was told (pttl {pttl})");
+}
+
+#[tokio::test]
 async fn the_watchdog_keeps_a_lock_across_five_ttls_and_stops_after_unlock() {
     let ttl = Duration::from_millis(300);
     let locks = service(ttl).await;

@@ -206,14 +206,23 @@ async fn renew(inner: Weak<Inner>, id: HoldId, hold: Arc<Hold>) {
     }
 }
 
+/// How long before a fixed lease runs out its holder is told: Redis expires
+/// the key only a network hop after `expires_at`, while tokio's timers fire
+/// up to a millisecond late, so without a margin another owner could take
+/// the lock before its holder hears that it lost it.
+fn fixed_lease_margin(ttl: Duration) -> Duration {
+    (ttl / 10).clamp(Duration::from_millis(1), Duration::from_secs(1))
+}
+
 /// A fixed lease is never renewed: it is lost when it runs out (a re-entry
 /// moves the deadline, as it re-arms the key's TTL).
 async fn expire_lease(inner: Weak<Inner>, id: HoldId, hold: Arc<Hold>) {
+    let margin = fixed_lease_margin(hold.lease.ttl());
     loop {
         let deadline = hold.state.lock().expect("hold poisoned").expires_at;
         tokio::select! {
             () = hold.stop.cancelled() => return,
-            () = tokio::time::sleep_until(deadline) => {
+            () = tokio::time::sleep_until(deadline - margin) => {
                 if hold.state.lock().expect("hold poisoned").expires_at > deadline {
                     continue;
                 }
