@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use clap::Args;
+use clap::{Args, ValueEnum};
 
 #[derive(Debug, Clone, Args)]
 pub struct Config {
@@ -51,6 +51,37 @@ pub struct Config {
     /// sooner and costs more renewals.
     #[arg(long, env = "LOCK_WATCHDOG_TTL_MS", default_value_t = 30_000)]
     pub lock_watchdog_ttl_ms: u64,
+
+    /// `sync`: the order is decided and committed in MariaDB before the
+    /// answer. `async`: decided in Redis by one script, answered at once,
+    /// persisted in batches by the consumers.
+    #[arg(long, env = "SECKILL_MODE", value_enum, default_value_t = SeckillMode::Sync)]
+    pub seckill_mode: SeckillMode,
+
+    /// Order id sequences reserved per Redis round trip.
+    #[arg(long, env = "ORDER_ID_BLOCK", default_value_t = 100)]
+    pub order_id_block: u32,
+
+    /// Asynchronous mode: stream entries read, and orders persisted in one
+    /// transaction, at most.
+    #[arg(long, env = "ASYNC_BATCH_MAX", default_value_t = 500)]
+    pub async_batch_max: usize,
+
+    /// Asynchronous mode: an entry unacknowledged this long is taken over by
+    /// another consumer (its own died or is stuck) and retried.
+    #[arg(long, env = "ASYNC_CLAIM_IDLE_MS", default_value_t = 5_000)]
+    pub async_claim_idle_ms: u64,
+
+    /// Asynchronous mode: an order the database refused this many times is
+    /// dead-lettered, and its stock and buyer slot are given back.
+    #[arg(long, env = "ASYNC_MAX_DELIVERIES", default_value_t = 3)]
+    pub async_max_deliveries: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SeckillMode {
+    Sync,
+    Async,
 }
 
 /// Rules that are not deployment settings but are named once here.
@@ -81,6 +112,18 @@ impl Config {
         }
         if self.hot_row_permits == 0 {
             anyhow::bail!("HOT_ROW_PERMITS must be at least 1");
+        }
+        if self.order_id_block == 0 || self.order_id_block > 100_000 {
+            anyhow::bail!("ORDER_ID_BLOCK must be between 1 and 100000");
+        }
+        if self.async_batch_max == 0 || self.async_batch_max > 5_000 {
+            anyhow::bail!("ASYNC_BATCH_MAX must be between 1 and 5000");
+        }
+        if self.async_claim_idle_ms < 100 {
+            anyhow::bail!("ASYNC_CLAIM_IDLE_MS must be at least 100");
+        }
+        if self.async_max_deliveries == 0 {
+            anyhow::bail!("ASYNC_MAX_DELIVERIES must be at least 1");
         }
         Ok(())
     }

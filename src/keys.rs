@@ -46,4 +46,48 @@ impl Keys {
     pub fn order_lock(&self, user_id: u64) -> String {
         format!("{}lock:order:{{{user_id}}}", self.prefix)
     }
+
+    /// Asynchronous mode, per voucher; every key of one voucher shares the
+    /// hash tag `{<voucherId>}`, so one script can touch them all on Redis
+    /// Cluster.
+    pub fn seckill(&self, voucher_id: u64) -> SeckillKeys {
+        let key = |what: &str| format!("{}seckill:{what}:{{{voucher_id}}}", self.prefix);
+        SeckillKeys {
+            stock: key("stock"),
+            window: key("voucher"),
+            buyers: key("buyers"),
+            orders: key("orders"),
+            dead: key("dead"),
+            pending: key("pending"),
+            failed: key("failed"),
+        }
+    }
+
+    /// The voucher ids whose streams the consumers read.
+    pub fn seckill_active(&self) -> String {
+        format!("{}seckill:active", self.prefix)
+    }
+}
+
+/// The Redis keys of one voucher in the asynchronous mode.
+#[derive(Debug, Clone)]
+pub struct SeckillKeys {
+    /// string: stock left in Redis.
+    pub stock: String,
+    /// hash: the sale window, `begin` and `end` in epoch ms.
+    pub window: String,
+    /// set: the users holding an order, plus the member `0` (no user has id
+    /// 0) that marks the set as loaded: an empty set does not exist in
+    /// Redis, so without it a lost set would look like "no buyers yet".
+    pub buyers: String,
+    /// stream, group `orders`: accepted orders awaiting persistence.
+    pub orders: String,
+    /// stream: orders that could not be persisted, after compensation.
+    pub dead: String,
+    /// hash: order id -> `<userId>:<ts ms>` of every accepted order not yet
+    /// persisted nor dead-lettered; what makes an order `PENDING`.
+    pub pending: String,
+    /// hash: order id -> `<userId>:<ts ms>` of the dead-lettered orders;
+    /// what makes an order `FAILED`.
+    pub failed: String,
 }

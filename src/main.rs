@@ -27,6 +27,13 @@ enum Command {
         #[arg(long, default_value_t = 17_000_000_000)]
         first_phone: u64,
     },
+    /// Asynchronous mode: compare Redis (stock, buyers) with MariaDB (stock,
+    /// orders) for a drained voucher, or every active one; exits non-zero on
+    /// drift or when a stream is not drained.
+    Reconcile {
+        #[arg(long)]
+        voucher: Option<u64>,
+    },
 }
 
 #[tokio::main]
@@ -41,7 +48,29 @@ async fn main() -> anyhow::Result<()> {
             app.run_until(startup::shutdown_signal()).await
         }
         Command::SeedUsers { count, out, first_phone } => seed_users(cli.config, count, &out, first_phone).await,
+        Command::Reconcile { voucher } => reconcile(cli.config, voucher).await,
     }
+}
+
+async fn reconcile(config: Config, voucher: Option<u64>) -> anyhow::Result<()> {
+    use redis::AsyncCommands;
+    config.validate()?;
+    let state = startup::build_state(config).await?;
+    let mut redis = state.redis.clone();
+    let vouchers: Vec<u64> = match voucher {
+        Some(id) => vec![id],
+        None => redis.smembers(state.keys.seckill_active()).await?,
+    };
+    let mut drift = 0;
+    for voucher in vouchers {
+        let report = hmdp::seckill::reconcile(&state.db, &mut redis, &state.keys, voucher).await?;
+        print!("{}", report.render());
+        if !report.agrees() {
+            drift += 1;
+        }
+    }
+    anyhow::ensure!(drift == 0, "{drift} voucher(s) not drained or with drift");
+    Ok(())
 }
 
 async fn seed_users(config: Config, count: u64, out: &std::path::Path, first_phone: u64) -> anyhow::Result<()> {

@@ -11,15 +11,16 @@ use sqlx::{
     mysql::{MySqlConnectOptions, MySqlConnection, MySqlPoolOptions},
 };
 use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
 
 use crate::{
     app,
     auth::{CodeStore, SessionStore, TokenKeys},
-    config::Config,
+    config::{Config, SeckillMode},
     ids::OrderIdGenerator,
     keys::Keys,
     lock::{LockConfig, LockService},
-    seckill::VoucherGates,
+    seckill::{CONSUMER_BLOCK, Consumer, VoucherGates},
     state::AppState,
 };
 
@@ -29,6 +30,8 @@ pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
 pub struct Application {
     listener: TcpListener,
     state: AppState,
+    /// The asynchronous mode's order stream consumer, if that is the mode.
+    consumer: Option<Consumer>,
 }
 
 impl Application {
@@ -40,7 +43,11 @@ impl Application {
             config.instance_id = Some(listener.local_addr()?.to_string());
         }
         let state = build_state(config).await?;
-        Ok(Self { listener, state })
+        let consumer = match state.config.seckill_mode {
+            SeckillMode::Sync => None,
+            SeckillMode::Async => Some(build_consumer(&state).await?),
+        };
+        Ok(Self { listener, state, consumer })
     }
 
     pub fn port(&self) -> u16 {
@@ -52,11 +59,20 @@ impl Application {
     }
 
     /// Serves until `shutdown` resolves, then stops accepting and lets the
-    /// requests in flight finish.
+    /// requests in flight finish; the consumer (if any) finishes its batch.
     pub async fn run_until(self, shutdown: impl Future<Output = ()> + Send + 'static) -> anyhow::Result<()> {
         let addr = self.listener.local_addr()?;
-        tracing::info!(%addr, instance = self.state.instance_id(), "serving");
-        axum::serve(self.listener, app(self.state)).with_graceful_shutdown(shutdown).await.context("serving HTTP")
+        let mode = self.state.config.seckill_mode;
+        tracing::info!(%addr, instance = self.state.instance_id(), ?mode, "serving");
+        let stop = CancellationToken::new();
+        let consumer = self.consumer.map(|c| tokio::spawn(c.run(stop.clone())));
+        let served =
+            axum::serve(self.listener, app(self.state)).with_graceful_shutdown(shutdown).await.context("serving HTTP");
+        stop.cancel();
+        if let Some(consumer) = consumer {
+            consumer.await.ok();
+        }
+        served
     }
 }
 
@@ -76,11 +92,28 @@ pub async fn build_state(config: Config) -> anyhow::Result<AppState> {
         tokens: TokenKeys::new(config.jwt_secret.as_bytes()),
         sessions: SessionStore::new(redis.clone(), keys.clone()),
         codes: CodeStore::new(redis.clone(), keys.clone()),
-        order_ids: OrderIdGenerator::new(redis.clone(), keys.clone()),
+        order_ids: OrderIdGenerator::new(redis.clone(), keys.clone(), config.order_id_block),
         db,
         redis,
         keys,
         config: Arc::new(config),
+    })
+}
+
+/// The consumer reads with blocking XREADGROUPs, so it gets a connection
+/// of its own whose response timeout outlasts the block.
+async fn build_consumer(state: &AppState) -> anyhow::Result<Consumer> {
+    let config = &state.config;
+    let blocking = connect_redis_with(&config.redis_url, CONSUMER_BLOCK + Duration::from_secs(2)).await?;
+    Ok(Consumer {
+        db: state.db.clone(),
+        blocking,
+        redis: state.redis.clone(),
+        keys: state.keys.clone(),
+        name: state.instance_id().to_owned(),
+        batch_max: config.async_batch_max,
+        claim_idle: Duration::from_millis(config.async_claim_idle_ms),
+        max_deliveries: config.async_max_deliveries,
     })
 }
 
@@ -142,10 +175,14 @@ async fn ensure_database(options: &MySqlConnectOptions, database: &str) -> anyho
 /// A reconnecting connection. Commands time out instead of hanging, so a
 /// dead Redis becomes a quick 503 rather than a stuck request.
 pub async fn connect_redis(url: &str) -> anyhow::Result<ConnectionManager> {
+    connect_redis_with(url, Duration::from_secs(2)).await
+}
+
+async fn connect_redis_with(url: &str, response_timeout: Duration) -> anyhow::Result<ConnectionManager> {
     let client = redis::Client::open(url).context("parsing REDIS_URL")?;
     let config = ConnectionManagerConfig::new()
         .set_connection_timeout(Some(Duration::from_secs(2)))
-        .set_response_timeout(Some(Duration::from_secs(2)))
+        .set_response_timeout(Some(response_timeout))
         .set_number_of_retries(2);
     ConnectionManager::new_with_config(client, config).await.context("connecting to Redis")
 }

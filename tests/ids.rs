@@ -2,49 +2,85 @@
 
 mod common;
 
-use std::collections::HashSet;
+use std::collections::{BTreeSet, HashSet};
 
 use hmdp::{ids::OrderIdGenerator, keys::Keys, startup::connect_redis};
 
-#[tokio::test]
-async fn concurrent_tasks_on_two_generators_get_unique_increasing_ids() {
+const TASKS: usize = 8;
+const IDS_PER_TASK: usize = 2_000;
+
+/// Eight tasks on two generators (two instances), each drawing 2,000 ids.
+/// Returns every id and the sum of the daily counters afterwards.
+async fn draw(block: u32) -> (Vec<Vec<i64>>, i64) {
     let prefix = format!("test:{}:", uuid::Uuid::new_v4().simple());
     let keys = Keys::new(&prefix);
-    // Two generators with their own connections stand in for two instances.
     let generators = [
-        OrderIdGenerator::new(connect_redis(&common::redis_url()).await.unwrap(), keys.clone()),
-        OrderIdGenerator::new(connect_redis(&common::redis_url()).await.unwrap(), keys.clone()),
+        OrderIdGenerator::new(connect_redis(&common::redis_url()).await.unwrap(), keys.clone(), block),
+        OrderIdGenerator::new(connect_redis(&common::redis_url()).await.unwrap(), keys.clone(), block),
     ];
-    let tasks: Vec<_> = (0..8)
+    let tasks: Vec<_> = (0..TASKS)
         .map(|t| {
             let generator = generators[t % 2].clone();
             tokio::spawn(async move {
-                let mut ids = Vec::with_capacity(2_000);
-                for _ in 0..2_000 {
+                let mut ids = Vec::with_capacity(IDS_PER_TASK);
+                for _ in 0..IDS_PER_TASK {
                     ids.push(generator.next().await.unwrap());
                 }
                 ids
             })
         })
         .collect();
-    let mut all = HashSet::new();
+    let mut per_task = Vec::new();
     for task in tasks {
-        let ids = task.await.unwrap();
-        assert!(ids.windows(2).all(|w| w[0] < w[1]), "ids of one task increase strictly");
-        assert!(ids.iter().all(|&id| id > 0));
-        all.extend(ids);
+        per_task.push(task.await.unwrap());
     }
-    assert_eq!(all.len(), 16_000, "all ids unique");
-
-    // Each id decodes to a second close to now.
-    let now = chrono::Utc::now().timestamp();
-    let some = *all.iter().next().unwrap();
-    let issued = hmdp::ids::issued_at(some).unwrap().timestamp();
-    assert!((now - 120..=now).contains(&issued), "issued {issued}, now {now}");
 
     let mut redis = connect_redis(&common::redis_url()).await.unwrap();
     let keys_made: Vec<String> =
         redis::cmd("KEYS").arg(format!("{prefix}icr:order:*")).query_async(&mut redis).await.unwrap();
     assert!(!keys_made.is_empty() && keys_made.iter().all(|k| k.len() == prefix.len() + "icr:order:yyyy:MM:dd".len()));
+    let counters: Vec<i64> = redis::cmd("MGET").arg(&keys_made).query_async(&mut redis).await.unwrap();
     let _: () = redis::cmd("DEL").arg(&keys_made).query_async(&mut redis).await.unwrap();
+    (per_task, counters.iter().sum())
+}
+
+fn assert_unique_and_increasing(per_task: &[Vec<i64>]) -> HashSet<i64> {
+    let mut all = HashSet::new();
+    for ids in per_task {
+        assert!(ids.windows(2).all(|w| w[0] < w[1]), "ids of one task increase strictly");
+        assert!(ids.iter().all(|&id| id > 0));
+        all.extend(ids);
+    }
+    assert_eq!(all.len(), TASKS * IDS_PER_TASK, "all ids unique");
+    // Each id decodes to a second close to now.
+    let now = chrono::Utc::now().timestamp();
+    let some = *all.iter().next().unwrap();
+    let issued = hmdp::ids::issued_at(some).unwrap().timestamp();
+    assert!((now - 120..=now).contains(&issued), "issued {issued}, now {now}");
+    all
+}
+
+#[tokio::test]
+async fn concurrent_tasks_on_two_generators_get_unique_increasing_ids_one_incr_each() {
+    let (per_task, counted) = draw(1).await;
+    assert_unique_and_increasing(&per_task);
+    assert_eq!(counted, (TASKS * IDS_PER_TASK) as i64, "one sequence number per id");
+}
+
+#[tokio::test]
+async fn ids_from_reserved_blocks_are_unique_increasing_and_waste_at_most_a_block_a_second() {
+    let block = 100;
+    let (per_task, counted) = draw(block).await;
+    let all = assert_unique_and_increasing(&per_task);
+    // Every id's second opens at most one block per generator that may be
+    // left part-used; nothing else is drawn and not handed out.
+    let seconds: BTreeSet<i64> = all.iter().map(|id| id >> 32).collect();
+    let drawn = (TASKS * IDS_PER_TASK) as i64;
+    let most_wasted = 2 * seconds.len() as i64 * i64::from(block);
+    assert_eq!(counted % i64::from(block), 0, "sequences are reserved {block} at a time: {counted}");
+    assert!(
+        (drawn..=drawn + most_wasted).contains(&counted),
+        "counters moved by {counted} for {drawn} ids over {} seconds",
+        seconds.len()
+    );
 }

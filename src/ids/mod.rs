@@ -1,8 +1,11 @@
 //! Globally unique, roughly time-ordered order ids without a coordinator
 //! beyond Redis.
 
+use std::sync::Arc;
+
 use chrono::{DateTime, Utc};
 use redis::aio::ConnectionManager;
+use tokio::sync::Mutex;
 
 use crate::keys::Keys;
 
@@ -20,6 +23,11 @@ const SEQUENCE_KEY_TTL_SECS: i64 = 40 * 24 * 3600;
 /// counter and differ in their low bits, whichever instance made them and
 /// however far apart the instances' clocks are.
 ///
+/// Sequences are reserved in blocks (`INCRBY block`), so most ids cost no
+/// round trip. A block serves only the second it was reserved in: its ids
+/// carry that second, the day key matches it, and the argument above holds
+/// unchanged. What is left of a block when the second turns is dropped.
+///
 /// Limits:
 /// - at most 2^32 ids per UTC day (the counter's width); past that `next`
 ///   refuses rather than bleed into the timestamp bits;
@@ -27,13 +35,26 @@ const SEQUENCE_KEY_TTL_SECS: i64 = 40 * 24 * 3600;
 ///   about 68 years after the epoch, until early 2090;
 /// - ids from one caller increase strictly only while the wall clock does
 ///   not step back; uniqueness does not depend on it;
-/// - every id costs one Redis round trip (INCR and EXPIRE pipelined), and
-///   nothing is issued while Redis is down;
+/// - a block costs one Redis round trip (INCRBY and EXPIRE pipelined), and
+///   no block is reserved while Redis is down; each instance drops at most
+///   one part-used block per second, so at the default block of 100 the
+///   daily sequence lasts for over 4 billion ids less 17 million dropped;
 /// - the ids reveal the order volume of a day to whoever sees two of them.
 #[derive(Clone)]
 pub struct OrderIdGenerator {
     redis: ConnectionManager,
     keys: Keys,
+    block_size: u32,
+    /// Taken across the INCRBY, so concurrent callers share one reservation.
+    block: Arc<Mutex<Block>>,
+}
+
+/// Reserved sequences `next..end` of the second `elapsed_secs`.
+#[derive(Default)]
+struct Block {
+    elapsed_secs: i64,
+    next: i64,
+    end: i64,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -54,8 +75,9 @@ impl IdError {
 }
 
 impl OrderIdGenerator {
-    pub fn new(redis: ConnectionManager, keys: Keys) -> Self {
-        Self { redis, keys }
+    /// `block_size` sequences are reserved per round trip (1: one INCR per id).
+    pub fn new(redis: ConnectionManager, keys: Keys, block_size: u32) -> Self {
+        Self { redis, keys, block_size: block_size.max(1), block: Arc::default() }
     }
 
     pub async fn next(&self) -> Result<i64, IdError> {
@@ -67,14 +89,20 @@ impl OrderIdGenerator {
         if elapsed < 0 {
             return Err(IdError::ClockBeforeEpoch);
         }
-        let key = self.keys.order_sequence(&now.format("%Y:%m:%d").to_string());
-        let (sequence,): (i64,) = redis::pipe()
-            .incr(&key, 1)
-            .expire(&key, SEQUENCE_KEY_TTL_SECS)
-            .ignore()
-            .query_async(&mut self.redis.clone())
-            .await?;
-        compose(elapsed, sequence)
+        let mut block = self.block.lock().await;
+        if block.elapsed_secs != elapsed || block.next >= block.end {
+            let key = self.keys.order_sequence(&now.format("%Y:%m:%d").to_string());
+            let (last,): (i64,) = redis::pipe()
+                .incr(&key, self.block_size)
+                .expire(&key, SEQUENCE_KEY_TTL_SECS)
+                .ignore()
+                .query_async(&mut self.redis.clone())
+                .await?;
+            *block = Block { elapsed_secs: elapsed, next: last - i64::from(self.block_size) + 1, end: last + 1 };
+        }
+        let sequence = block.next;
+        block.next += 1;
+        compose(block.elapsed_secs, sequence)
     }
 }
 

@@ -21,10 +21,7 @@ use chrono::NaiveDateTime;
 use sqlx::MySqlPool;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use crate::{
-    http::{ApiError, ApiResult},
-    voucher,
-};
+use crate::http::{ApiError, ApiResult};
 
 #[derive(Clone)]
 pub struct VoucherGates {
@@ -90,10 +87,13 @@ impl VoucherGates {
         if let Some(gate) = self.gates.lock().expect("voucher gates poisoned").get(&voucher_id) {
             return Ok(gate.clone());
         }
-        let voucher =
-            voucher::find_seckill(db, voucher_id).await?.ok_or(ApiError::NotFound("no such seckill voucher"))?;
-        let window = SaleWindow { begin: voucher.begin_time, end: voucher.end_time };
-        Ok(self.insert(voucher_id, window, voucher.stock))
+        let row: Option<(i32, NaiveDateTime, NaiveDateTime)> =
+            sqlx::query_as("SELECT stock, begin_time, end_time FROM tb_seckill_voucher WHERE voucher_id = ?")
+                .bind(voucher_id)
+                .fetch_optional(db)
+                .await?;
+        let (stock, begin, end) = row.ok_or(ApiError::NotFound("no such seckill voucher"))?;
+        Ok(self.insert(voucher_id, SaleWindow { begin, end }, stock))
     }
 
     /// Remembers a voucher read from the database.

@@ -1,10 +1,18 @@
 //! Placing seckill orders and showing them to their owners. Where a request
-//! goes, by file: `admission` (sale window, sold-out flag, the hot-row
-//! gate; shared by every mode), `sync_order` (the per-user lock and one
-//! transaction per order), `order` (the order as its owner sees it).
+//! goes, by file: `admission` (sale window, sold-out flag, hot-row gate),
+//! `sync_order` (the per-user lock and one transaction per order),
+//! `async_order` (one Redis script decides and queues the order),
+//! `consumer` (batched persistence of the queue), `recovery` (taking over
+//! idle entries, dead letters), `reconcile` (Redis against MariaDB),
+//! `order` (the order as its owner sees it). The route picks the mode here,
+//! in one place.
 
 mod admission;
+mod async_order;
+mod consumer;
 mod order;
+mod reconcile;
+mod recovery;
 mod sync_order;
 
 use axum::{
@@ -15,10 +23,14 @@ use axum::{
 use chrono::Utc;
 
 pub use admission::{Gate, SaleWindow, VoucherGates};
-pub use order::OrderView;
+pub use async_order::load as load_async_keys;
+pub use consumer::{BLOCK as CONSUMER_BLOCK, Consumer};
+pub use order::{OrderState, OrderView};
+pub use reconcile::{Reconciliation, reconcile};
 
 use crate::{
     auth::CurrentUser,
+    config::SeckillMode,
     http::{ApiError, ApiResult, Reply, extract::Path},
     state::AppState,
 };
@@ -39,10 +51,24 @@ async fn place_order(
     user: CurrentUser,
     Path(voucher_id): Path<u64>,
 ) -> ApiResult<Reply<String>> {
-    let gate = state.gates.get_or_load(&state.db, voucher_id).await?;
-    gate.admit(Utc::now().naive_utc())?;
-    let order_id = sync_order::place(&state, &gate, user.id, voucher_id).await?;
+    let order_id = match state.config.seckill_mode {
+        SeckillMode::Sync => {
+            let gate = state.gates.get_or_load(&state.db, voucher_id).await?;
+            gate.admit(Utc::now().naive_utc())?;
+            sync_order::place(&state, &gate, user.id, voucher_id).await?
+        }
+        SeckillMode::Async => async_order::place(&state, user.id, voucher_id).await?,
+    };
     Ok(Reply::data(order_id.to_string()))
+}
+
+/// A new seckill voucher is put on sale: in the asynchronous mode its keys
+/// are loaded and the consumers start reading its stream.
+pub async fn prepare_sale(state: &AppState, voucher_id: u64) -> ApiResult<()> {
+    match state.config.seckill_mode {
+        SeckillMode::Sync => Ok(()),
+        SeckillMode::Async => async_order::load(&state.db, &mut state.redis.clone(), &state.keys, voucher_id).await,
+    }
 }
 
 /// The order, for its owner only: anyone else gets the same 404 as for an
@@ -52,6 +78,8 @@ async fn show_order(
     user: CurrentUser,
     Path(order_id): Path<i64>,
 ) -> ApiResult<Reply<OrderView>> {
-    let order = order::find_owned(&state.db, order_id, user.id).await?.ok_or(ApiError::NotFound("no such order"))?;
+    let order = order::find_owned(&state.db, &mut state.redis.clone(), &state.keys, order_id, user.id)
+        .await?
+        .ok_or(ApiError::NotFound("no such order"))?;
     Ok(Reply::data(order))
 }

@@ -9,16 +9,16 @@ use axum::{
     extract::State,
     routing::{get, post},
 };
-use sqlx::MySqlPool;
 
 pub use admin::Admin;
-pub use model::{NewVoucher, SeckillVoucher, VoucherForm, VoucherView};
+pub use model::{NewVoucher, VoucherForm, VoucherView};
 
 use crate::{
     http::{
         ApiResult, Reply,
         extract::{Json, Path},
     },
+    seckill,
     state::AppState,
 };
 
@@ -57,6 +57,7 @@ async fn create_seckill_voucher(
         .await?;
     tx.commit().await?;
     tracing::info!(voucher_id = id, stock = seckill.stock, "seckill voucher created");
+    seckill::prepare_sale(&state, id).await?;
     Ok(Reply::data(id))
 }
 
@@ -92,14 +93,4 @@ async fn list_for_shop(State(state): State<AppState>, Path(shop_id): Path<u64>) 
     .fetch_all(&state.db)
     .await?;
     Ok(Reply::list(vouchers))
-}
-
-/// The seckill row of a voucher, if it is one.
-pub async fn find_seckill(db: &MySqlPool, voucher_id: u64) -> sqlx::Result<Option<SeckillVoucher>> {
-    sqlx::query_as::<_, SeckillVoucher>(
-        "SELECT voucher_id, stock, begin_time, end_time FROM tb_seckill_voucher WHERE voucher_id = ?",
-    )
-    .bind(voucher_id)
-    .fetch_optional(db)
-    .await
 }

@@ -137,12 +137,3 @@ pub struct VoucherView {
     #[serde(skip_serializing_if = "Option::is_none", serialize_with = "crate::http::time::serialize_opt")]
     pub end_time: Option<NaiveDateTime>,
 }
-
-/// The seckill row the order path reads.
-#[derive(Debug, Clone, sqlx::FromRow)]
-pub struct SeckillVoucher {
-    pub voucher_id: u64,
-    pub stock: i32,
-    pub begin_time: NaiveDateTime,
-    pub end_time: NaiveDateTime,
-}

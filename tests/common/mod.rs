@@ -49,6 +49,11 @@ pub fn test_config() -> (Config, String, String) {
         db_max_connections: 32,
         hot_row_permits: 8,
         lock_watchdog_ttl_ms: 30_000,
+        seckill_mode: hmdp::config::SeckillMode::Sync,
+        order_id_block: 100,
+        async_batch_max: 500,
+        async_claim_idle_ms: 5_000,
+        async_max_deliveries: 3,
     };
     (config, database, prefix)
 }
@@ -60,6 +65,9 @@ pub struct TestApp {
     pub keys: Keys,
     pub state: AppState,
     database: String,
+    /// The first instance of a test owns its database and keys and removes
+    /// them when dropped; peers share them.
+    owns_data: bool,
     shutdown: Option<oneshot::Sender<()>>,
     server: Option<tokio::task::JoinHandle<anyhow::Result<()>>>,
 }
@@ -76,6 +84,20 @@ impl TestApp {
             .try_init();
         let (mut config, database, _prefix) = test_config();
         adjust(&mut config);
+        Self::start(config, database, true).await
+    }
+
+    /// A second instance on the same database and Redis keys (another
+    /// `INSTANCE_ID`), as the two instances behind nginx are.
+    pub async fn spawn_peer(&self, adjust: impl FnOnce(&mut Config)) -> Self {
+        let mut config = (*self.state.config).clone();
+        config.bind_addr = "127.0.0.1:0".into();
+        config.instance_id = None;
+        adjust(&mut config);
+        Self::start(config, self.database.clone(), false).await
+    }
+
+    async fn start(config: Config, database: String, owns_data: bool) -> Self {
         let app = Application::build(config).await.expect("app builds");
         let state = app.state().clone();
         let api = Api::new(format!("http://127.0.0.1:{}", app.port()), ADMIN_KEY, 64);
@@ -90,6 +112,7 @@ impl TestApp {
             keys: state.keys.clone(),
             state,
             database,
+            owns_data,
             shutdown: Some(tx),
             server: Some(server),
         }
@@ -131,6 +154,9 @@ impl Drop for TestApp {
     fn drop(&mut self) {
         if let Some(tx) = self.shutdown.take() {
             let _ = tx.send(());
+        }
+        if !self.owns_data {
+            return;
         }
         let database = self.database.clone();
         let prefix = self.keys.prefix().to_owned();

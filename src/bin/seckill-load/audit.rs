@@ -1,13 +1,14 @@
 //! What the database says after the run. The numbers are read, never
 //! inferred from the HTTP answers, so the audit can catch the service lying.
 
+use hmdp::seckill::Reconciliation;
 use serde::Serialize;
 use sqlx::MySqlPool;
 
 /// Stock and orders of a voucher at one moment.
 pub struct Snapshot {
     stock: i64,
-    orders: i64,
+    pub orders: i64,
 }
 
 impl Snapshot {
@@ -39,6 +40,9 @@ pub struct Audit {
     /// Orders the run created, and successes the service answered.
     pub new_orders: i64,
     pub success_answers: u64,
+    /// Asynchronous mode: Redis against MariaDB once drained.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub redis: Option<Reconciliation>,
     pub passed: bool,
 }
 
@@ -75,6 +79,7 @@ impl Audit {
             stock_plus_orders_is_initial: balanced,
             new_orders,
             success_answers: successes,
+            redis: None,
             passed: oversold == 0
                 && duplicate_pairs == 0
                 && balanced
@@ -83,9 +88,21 @@ impl Audit {
         }
     }
 
+    /// Adds the comparison with Redis; drift fails the audit.
+    pub fn with_redis(mut self, report: Reconciliation) -> Self {
+        self.passed &= report.agrees();
+        self.redis = Some(report);
+        self
+    }
+
     pub fn render(&self) -> String {
+        let redis = self
+            .redis
+            .as_ref()
+            .map(|r| format!("Redis against MariaDB, after the drain\n  {}", r.render()))
+            .unwrap_or_default();
         format!(
-            "Audit of voucher {} (from MariaDB)\n  initial stock          {}\n  orders                 {}\n  remaining stock        {}\n  oversold               {}\n  duplicate (user, voucher) pairs {}\n  stock + orders = initial  {}\n  orders created by this run {} / success answers {}\n  result                 {}\n",
+            "Audit of voucher {} (from MariaDB)\n  initial stock          {}\n  orders                 {}\n  remaining stock        {}\n  oversold               {}\n  duplicate (user, voucher) pairs {}\n  stock + orders = initial  {}\n  orders created by this run {} / success answers {}\n{}  result                 {}\n",
             self.voucher_id,
             self.initial_stock,
             self.orders,
@@ -95,6 +112,7 @@ impl Audit {
             if self.stock_plus_orders_is_initial { "yes" } else { "NO" },
             self.new_orders,
             self.success_answers,
+            redis,
             if self.passed { "PASS" } else { "FAIL" },
         )
     }

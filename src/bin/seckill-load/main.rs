@@ -75,6 +75,13 @@ struct Args {
     jwt_secret: Option<String>,
     #[arg(long, env = "ADMIN_KEY", hide_env_values = true)]
     admin_key: Option<String>,
+    /// The service's REDIS_KEY_PREFIX, to find the asynchronous mode's keys.
+    #[arg(long, env = "REDIS_KEY_PREFIX", default_value = "")]
+    redis_key_prefix: String,
+    /// How long to wait, after the last answer, for every success to have
+    /// its row (the asynchronous mode persists after answering).
+    #[arg(long, default_value_t = 60.0)]
+    drain_timeout: f64,
 }
 
 #[tokio::main]
@@ -142,10 +149,27 @@ async fn main() -> anyhow::Result<()> {
     progress.abort();
     eprintln!();
 
+    let successes = recorder.count(Outcome::Success);
+    let first_sent = recorder.first_sent().unwrap_or_else(Instant::now);
+    let drain_timeout = Duration::from_secs_f64(args.drain_timeout);
+    let rows_landed = wait_for_rows(&db, voucher, before.orders + successes as i64, drain_timeout).await?;
+    let mut redis = connect_redis(&args.redis_url).await?;
+    let keys = Keys::new(&args.redis_key_prefix);
+    let reconciliation = wait_for_drain(&db, &mut redis, &keys, voucher, drain_timeout).await?;
     let after = audit::Snapshot::read(&db, voucher).await?;
-    let audit = audit::Audit::new(&db, voucher, &before, &after, recorder.count(Outcome::Success)).await?;
+    let mut audit = audit::Audit::new(&db, voucher, &before, &after, successes).await?;
+    if let Some(report) = reconciliation {
+        audit = audit.with_redis(report);
+    }
     let summary = recorder.summary();
     println!("{}", report::render(&summary));
+    match rows_landed {
+        Some(at) => println!(
+            "All {successes} orders in MariaDB {:.3} s after the first request.\n",
+            (at - first_sent).as_secs_f64()
+        ),
+        None => println!("NOT all {successes} orders reached MariaDB within {drain_timeout:?} of the last answer.\n"),
+    }
     println!("{}", audit.render());
 
     if let Some(path) = &args.json {
@@ -156,6 +180,7 @@ async fn main() -> anyhow::Result<()> {
             "concurrency": args.concurrency,
             "rampUpSecs": args.ramp_up,
             "report": summary,
+            "rowsLandedSecs": rows_landed.map(|at| (at - first_sent).as_secs_f64()),
             "audit": audit,
         });
         std::fs::write(path, serde_json::to_string_pretty(&doc)?)
@@ -168,6 +193,52 @@ async fn main() -> anyhow::Result<()> {
         recorder.count(Outcome::Other)
     );
     Ok(())
+}
+
+/// When the voucher's order count reached `expected` (polled), or `None`
+/// after the timeout.
+async fn wait_for_rows(
+    db: &sqlx::MySqlPool,
+    voucher: u64,
+    expected: i64,
+    timeout: Duration,
+) -> anyhow::Result<Option<Instant>> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let orders: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM tb_voucher_order WHERE voucher_id = ?")
+            .bind(voucher)
+            .fetch_one(db)
+            .await?;
+        if orders >= expected {
+            return Ok(Some(Instant::now()));
+        }
+        if Instant::now() >= deadline {
+            return Ok(None);
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// For a voucher sold in the asynchronous mode (its keys are in Redis):
+/// waits until its stream is drained and compares Redis with MariaDB.
+async fn wait_for_drain(
+    db: &sqlx::MySqlPool,
+    redis: &mut redis::aio::ConnectionManager,
+    keys: &Keys,
+    voucher: u64,
+    timeout: Duration,
+) -> anyhow::Result<Option<hmdp::seckill::Reconciliation>> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let report = hmdp::seckill::reconcile(db, redis, keys, voucher).await?;
+        if report.redis_stock.is_none() {
+            return Ok(None);
+        }
+        if report.drained() || Instant::now() >= deadline {
+            return Ok(Some(report));
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 async fn order(client: &reqwest::Client, url: &str, token: &str) -> Outcome {

@@ -62,6 +62,10 @@ impl Recorder {
         };
     }
 
+    pub fn first_sent(&self) -> Option<Instant> {
+        self.first_sent
+    }
+
     pub fn count(&self, outcome: Outcome) -> u64 {
         self.samples.iter().filter(|(o, _)| *o == outcome).count() as u64
     }

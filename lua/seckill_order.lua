@@ -1,0 +1,26 @@
+-- One asynchronous seckill order, decided atomically in Redis.
+-- KEYS[1] stock, KEYS[2] window hash, KEYS[3] buyers set, KEYS[4] orders
+-- stream, KEYS[5] pending hash; all share the voucher's hash tag.
+-- ARGV[1] user id, ARGV[2] order id, ARGV[3] voucher id.
+-- Returns 0 accepted, 1 not loaded, 2 not started, 3 ended, 4 already
+-- bought, 5 sold out.
+local window = redis.call('HMGET', KEYS[2], 'begin', 'end')
+local stock = tonumber(redis.call('GET', KEYS[1]))
+-- Never tonumber(nil) arithmetic: a voucher whose keys are missing (never
+-- loaded, evicted, Redis restarted empty) is reported, and rebuilt by the
+-- caller from MariaDB. The buyers set counts as loaded by its member 0.
+if stock == nil or not window[1] or not window[2] or redis.call('SISMEMBER', KEYS[3], '0') == 0 then
+    return 1
+end
+-- One clock for every instance: Redis's.
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+if now < tonumber(window[1]) then return 2 end
+if now >= tonumber(window[2]) then return 3 end
+if redis.call('SISMEMBER', KEYS[3], ARGV[1]) == 1 then return 4 end
+if stock <= 0 then return 5 end
+redis.call('DECR', KEYS[1])
+redis.call('SADD', KEYS[3], ARGV[1])
+redis.call('XADD', KEYS[4], '*', 'id', ARGV[2], 'userId', ARGV[1], 'voucherId', ARGV[3], 'ts', now)
+redis.call('HSET', KEYS[5], ARGV[2], ARGV[1] .. ':' .. now)
+return 0

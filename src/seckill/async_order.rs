@@ -1,0 +1,129 @@
+//! The asynchronous order: one Redis script decides it (window against
+//! Redis's clock, one order per user, stock) and queues it on the voucher's
+//! stream, and the answer goes out at once; the consumers persist it later
+//! in batches. Besides the session lookup, an order costs one round trip:
+//! its id comes from a block reserved earlier.
+//!
+//! When a voucher's keys are missing (never loaded, evicted, Redis restarted
+//! without persistence) they are rebuilt from MariaDB, atomically and once
+//! even when both instances try at the same moment.
+
+use std::{
+    collections::{HashMap, HashSet},
+    sync::LazyLock,
+};
+
+use chrono::NaiveDateTime;
+use redis::{AsyncCommands, Script, aio::ConnectionManager};
+use sqlx::MySqlPool;
+
+use crate::{
+    http::{ApiError, ApiResult},
+    keys::Keys,
+    state::AppState,
+};
+
+static ORDER: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("../../lua/seckill_order.lua")));
+static LOAD: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("../../lua/seckill_load.lua")));
+
+/// Members per SADD when staging a rebuilt buyers set.
+const STAGE_CHUNK: usize = 5_000;
+
+/// Decides one order in Redis; returns its id once it is queued.
+pub(super) async fn place(state: &AppState, user_id: u64, voucher_id: u64) -> ApiResult<i64> {
+    let order_id = state.order_ids.next().await.map_err(|e| ApiError::dependency(e.is_unavailable(), e))?;
+    let keys = state.keys.seckill(voucher_id);
+    let mut redis = state.redis.clone();
+    for first_try in [true, false] {
+        let verdict: i64 = ORDER
+            .key(&keys.stock)
+            .key(&keys.window)
+            .key(&keys.buyers)
+            .key(&keys.orders)
+            .key(&keys.pending)
+            .arg(user_id)
+            .arg(order_id)
+            .arg(voucher_id)
+            .invoke_async(&mut redis)
+            .await?;
+        match verdict {
+            0 => {
+                tracing::debug!(order_id, user_id, voucher_id, "order accepted");
+                return Ok(order_id);
+            }
+            1 if first_try => load(&state.db, &mut redis, &state.keys, voucher_id).await?,
+            2 => return Err(ApiError::NotStarted),
+            3 => return Err(ApiError::Ended),
+            4 => return Err(ApiError::DuplicateOrder),
+            5 => return Err(ApiError::SoldOut),
+            other => {
+                return Err(ApiError::internal(anyhow::anyhow!(
+                    "the order script answered {other} for voucher {voucher_id}"
+                )));
+            }
+        }
+    }
+    Err(ApiError::internal(anyhow::anyhow!("voucher {voucher_id}'s keys vanished right after loading")))
+}
+
+/// Loads a voucher's keys from MariaDB unless they are all there, and makes
+/// the consumers read its stream. 404 when it is not a seckill voucher.
+///
+/// Orders accepted but not yet persisted are in the pending hash: they are
+/// read first, then MariaDB in one snapshot, so an order persisted in
+/// between is found in MariaDB and counted once. While any key is missing
+/// the order script accepts nothing, so nothing else moves meanwhile.
+pub async fn load(db: &MySqlPool, redis: &mut ConnectionManager, keys: &Keys, voucher_id: u64) -> ApiResult<()> {
+    let sk = keys.seckill(voucher_id);
+    let pending: HashMap<i64, String> = redis.hgetall(&sk.pending).await?;
+
+    let mut tx = db.begin().await?;
+    let voucher: Option<(i32, NaiveDateTime, NaiveDateTime)> =
+        sqlx::query_as("SELECT stock, begin_time, end_time FROM tb_seckill_voucher WHERE voucher_id = ?")
+            .bind(voucher_id)
+            .fetch_optional(&mut *tx)
+            .await?;
+    let (db_stock, begin, end) = voucher.ok_or(ApiError::NotFound("no such seckill voucher"))?;
+    let rows: Vec<(i64, u64)> = sqlx::query_as("SELECT id, user_id FROM tb_voucher_order WHERE voucher_id = ?")
+        .bind(voucher_id)
+        .fetch_all(&mut *tx)
+        .await?;
+    tx.commit().await?;
+
+    let persisted: HashSet<i64> = rows.iter().map(|(id, _)| *id).collect();
+    let mut buyers: HashSet<u64> = rows.iter().map(|(_, user)| *user).collect();
+    let mut unpersisted = 0i64;
+    for (order_id, accepted) in &pending {
+        if !persisted.contains(order_id) {
+            unpersisted += 1;
+            if let Some(user) = accepted.split(':').next().and_then(|u| u.parse().ok()) {
+                buyers.insert(user);
+            }
+        }
+    }
+    let stock = (i64::from(db_stock) - unpersisted).max(0);
+
+    // The buyers are staged under the same hash tag and renamed into place
+    // by the script, so the set appears whole or not at all.
+    let staging = format!("{}:staging:{}", sk.buyers, uuid::Uuid::new_v4().simple());
+    let members: Vec<u64> = buyers.into_iter().collect();
+    for chunk in members.chunks(STAGE_CHUNK) {
+        redis::pipe().sadd(&staging, chunk).ignore().expire(&staging, 60).ignore().exec_async(redis).await?;
+    }
+    let loaded: i64 = LOAD
+        .key(&sk.stock)
+        .key(&sk.window)
+        .key(&sk.buyers)
+        .key(&sk.orders)
+        .key(&staging)
+        .arg(stock)
+        .arg(begin.and_utc().timestamp_millis())
+        .arg(end.and_utc().timestamp_millis())
+        .invoke_async(redis)
+        .await?;
+    redis.sadd::<_, _, ()>(keys.seckill_active(), voucher_id).await?;
+    if loaded == 1 {
+        tracing::info!(voucher_id, stock, unpersisted, "seckill keys loaded from MariaDB");
+    }
+    Ok(())
+}

@@ -1,0 +1,315 @@
+//! The asynchronous mode's consumer: every instance reads the order streams
+//! of the active vouchers as one consumer (named by `INSTANCE_ID`) of group
+//! `orders`, and persists each batch in one MariaDB transaction: one
+//! multi-row insert and one stock update by the number of rows inserted.
+//!
+//! Redelivery is harmless: a batch first takes the voucher's row lock, then
+//! skips every entry that already has its row or was dead-lettered, so an
+//! entry persisted before never adds a row or takes stock twice.
+//! The same row lock orders persistence against dead-lettering (`recovery`),
+//! so an order is either persisted or given back, never both.
+
+use std::{
+    collections::{HashMap, HashSet},
+    time::Duration,
+};
+
+use chrono::DateTime;
+use redis::{
+    AsyncCommands,
+    aio::ConnectionManager,
+    streams::{StreamId, StreamReadReply},
+};
+use sqlx::{MySql, MySqlPool, QueryBuilder};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::recovery;
+use crate::keys::{Keys, SeckillKeys};
+
+pub const GROUP: &str = "orders";
+/// How long one XREADGROUP waits for new entries; also how late the
+/// consumer notices a shutdown at worst.
+pub const BLOCK: Duration = Duration::from_millis(500);
+/// After an error, before trying again.
+const BACKOFF: Duration = Duration::from_millis(200);
+
+/// What a consumer needs; built once at start-up.
+#[derive(Clone)]
+pub struct Consumer {
+    pub db: MySqlPool,
+    /// Its own connection: a blocking read holds up every command behind it
+    /// on the same connection.
+    pub blocking: ConnectionManager,
+    pub redis: ConnectionManager,
+    pub keys: Keys,
+    pub name: String,
+    pub batch_max: usize,
+    pub claim_idle: Duration,
+    pub max_deliveries: u64,
+}
+
+/// One accepted order, as queued by the order script.
+#[derive(Debug, Clone)]
+pub(super) struct Entry {
+    pub stream_id: String,
+    pub order_id: i64,
+    pub user_id: u64,
+    pub ts_ms: i64,
+}
+
+impl Entry {
+    fn parse(raw: &StreamId) -> Option<Self> {
+        Some(Self {
+            stream_id: raw.id.clone(),
+            order_id: raw.get("id")?,
+            user_id: raw.get("userId")?,
+            ts_ms: raw.get("ts")?,
+        })
+    }
+}
+
+/// Why a batch was not persisted.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum PersistError {
+    /// MariaDB or Redis could not be reached: retry later, blame no entry.
+    #[error("unavailable: {0:#}")]
+    Unavailable(anyhow::Error),
+    /// The database refused the batch (a constraint, a trigger, stock that
+    /// is not there): one of its entries is bad.
+    #[error("refused: {0:#}")]
+    Refused(anyhow::Error),
+}
+
+impl From<sqlx::Error> for PersistError {
+    fn from(err: sqlx::Error) -> Self {
+        match err {
+            sqlx::Error::Database(_) | sqlx::Error::RowNotFound => Self::Refused(err.into()),
+            other => Self::Unavailable(other.into()),
+        }
+    }
+}
+
+impl From<redis::RedisError> for PersistError {
+    fn from(err: redis::RedisError) -> Self {
+        Self::Unavailable(err.into())
+    }
+}
+
+impl Consumer {
+    /// Runs until `stop`; errors are logged and retried, never fatal.
+    pub async fn run(self, stop: CancellationToken) {
+        tracing::info!(consumer = %self.name, "order stream consumer started");
+        // Vouchers whose group this consumer made sure of and whose own
+        // pending entries it re-read (entries it was given before a restart).
+        let mut ready: HashSet<u64> = HashSet::new();
+        let mut last_claim = Instant::now();
+        while !stop.is_cancelled() {
+            let round = async {
+                let active = self.active_vouchers().await?;
+                for &voucher in &active {
+                    if !ready.contains(&voucher) {
+                        self.ensure_group(voucher).await?;
+                        self.reread_own_pending(voucher).await?;
+                        ready.insert(voucher);
+                    }
+                }
+                if last_claim.elapsed() >= self.claim_idle / 2 {
+                    for &voucher in &active {
+                        recovery::claim_idle(&self, voucher).await?;
+                    }
+                    last_claim = Instant::now();
+                }
+                if active.is_empty() {
+                    tokio::time::sleep(BLOCK).await;
+                    return Ok(());
+                }
+                self.read_new(&active).await
+            };
+            let result: Result<(), PersistError> = tokio::select! {
+                () = stop.cancelled() => break,
+                result = round => result,
+            };
+            if let Err(err) = result {
+                if err.to_string().contains("NOGROUP") {
+                    // A stream was deleted: its group is made again.
+                    ready.clear();
+                }
+                tracing::warn!(consumer = %self.name, error = %err, "order consumer round failed; retrying");
+                tokio::time::sleep(BACKOFF).await;
+            }
+        }
+        tracing::info!(consumer = %self.name, "order stream consumer stopped");
+    }
+
+    async fn active_vouchers(&self) -> Result<Vec<u64>, PersistError> {
+        let mut ids: Vec<u64> = self.redis.clone().smembers(self.keys.seckill_active()).await?;
+        ids.sort_unstable();
+        Ok(ids)
+    }
+
+    /// Creates the group from the stream's start, making the stream when it
+    /// does not exist; an existing group is left as it is.
+    pub(super) async fn ensure_group(&self, voucher: u64) -> Result<(), PersistError> {
+        let created: redis::RedisResult<()> =
+            self.redis.clone().xgroup_create_mkstream(self.keys.seckill(voucher).orders, GROUP, "0").await;
+        match created {
+            Err(err) if err.code() == Some("BUSYGROUP") => Ok(()),
+            other => Ok(other?),
+        }
+    }
+
+    async fn reread_own_pending(&self, voucher: u64) -> Result<(), PersistError> {
+        let stream = self.keys.seckill(voucher).orders;
+        let mut after = "0".to_owned();
+        loop {
+            let reply: StreamReadReply = redis::cmd("XREADGROUP")
+                .arg("GROUP")
+                .arg(GROUP)
+                .arg(&self.name)
+                .arg("COUNT")
+                .arg(self.batch_max)
+                .arg("STREAMS")
+                .arg(&stream)
+                .arg(&after)
+                .query_async(&mut self.redis.clone())
+                .await?;
+            let entries: Vec<StreamId> = reply.keys.into_iter().flat_map(|k| k.ids).collect();
+            let Some(last) = entries.last() else { return Ok(()) };
+            after = last.id.clone();
+            tracing::info!(consumer = %self.name, voucher, count = entries.len(), "re-reading own pending entries");
+            self.handle(voucher, entries).await;
+        }
+    }
+
+    async fn read_new(&self, active: &[u64]) -> Result<(), PersistError> {
+        let streams: Vec<String> = active.iter().map(|&v| self.keys.seckill(v).orders).collect();
+        let reply: Option<StreamReadReply> = redis::cmd("XREADGROUP")
+            .arg("GROUP")
+            .arg(GROUP)
+            .arg(&self.name)
+            .arg("COUNT")
+            .arg(self.batch_max)
+            .arg("BLOCK")
+            .arg(BLOCK.as_millis() as u64)
+            .arg("STREAMS")
+            .arg(&streams)
+            .arg(vec![">"; streams.len()])
+            .query_async(&mut self.blocking.clone())
+            .await?;
+        let by_stream: HashMap<&str, u64> = streams.iter().map(String::as_str).zip(active.iter().copied()).collect();
+        for key in reply.map(|r| r.keys).unwrap_or_default() {
+            if let Some(&voucher) = by_stream.get(key.key.as_str()) {
+                self.handle(voucher, key.ids).await;
+            }
+        }
+        Ok(())
+    }
+
+    /// Persists what can be persisted and acknowledges it. A batch the
+    /// database refuses is retried entry by entry, so one bad entry holds up
+    /// no other; the bad one stays pending until recovery retries it or, past
+    /// the delivery limit, dead-letters it.
+    pub(super) async fn handle(&self, voucher: u64, raw: Vec<StreamId>) {
+        let sk = self.keys.seckill(voucher);
+        let mut entries = Vec::with_capacity(raw.len());
+        for r in &raw {
+            match Entry::parse(r) {
+                Some(entry) => entries.push(entry),
+                None => recovery::dead_letter_malformed(self, &sk, voucher, r).await,
+            }
+        }
+        if entries.is_empty() {
+            return;
+        }
+        match self.persist(voucher, &sk, &entries).await {
+            Ok(()) => {}
+            Err(PersistError::Unavailable(err)) => {
+                tracing::warn!(voucher, count = entries.len(), error = %format!("{err:#}"), "batch not persisted; will retry");
+            }
+            Err(PersistError::Refused(err)) => {
+                tracing::warn!(voucher, count = entries.len(), error = %format!("{err:#}"), "batch refused; persisting one by one");
+                for entry in &entries {
+                    match self.persist(voucher, &sk, std::slice::from_ref(entry)).await {
+                        Ok(()) => {}
+                        Err(PersistError::Refused(err)) => {
+                            recovery::refused(self, &sk, voucher, entry, &format!("{err:#}")).await;
+                        }
+                        Err(PersistError::Unavailable(err)) => {
+                            tracing::warn!(voucher, order_id = entry.order_id, error = %format!("{err:#}"), "order not persisted; will retry");
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// One transaction for the batch, then the acknowledgement.
+    async fn persist(&self, voucher: u64, sk: &SeckillKeys, entries: &[Entry]) -> Result<(), PersistError> {
+        let mut tx = self.db.begin().await?;
+        // The voucher's row lock: batches and dead-lettering of one voucher
+        // take turns, so the checks below stay true until the commit.
+        sqlx::query("SELECT stock FROM tb_seckill_voucher WHERE voucher_id = ? FOR UPDATE")
+            .bind(voucher)
+            .fetch_one(&mut *tx)
+            .await?;
+        // Dead-lettered and given back already: never persisted after that.
+        let order_ids: Vec<i64> = entries.iter().map(|e| e.order_id).collect();
+        let failed: Vec<Option<String>> =
+            redis::cmd("HMGET").arg(&sk.failed).arg(&order_ids).query_async(&mut self.redis.clone()).await?;
+        let mut candidates: Vec<&Entry> =
+            entries.iter().zip(&failed).filter(|(_, f)| f.is_none()).map(|(e, _)| e).collect();
+        if !candidates.is_empty() {
+            let mut existing: QueryBuilder<MySql> = QueryBuilder::new("SELECT id FROM tb_voucher_order WHERE id IN ");
+            existing.push_tuples(&candidates, |mut row, e| {
+                row.push_bind(e.order_id);
+            });
+            let persisted: HashSet<i64> =
+                existing.build_query_scalar().fetch_all(&mut *tx).await?.into_iter().collect();
+            candidates.retain(|e| !persisted.contains(&e.order_id));
+        }
+        if !candidates.is_empty() {
+            let mut insert: QueryBuilder<MySql> =
+                QueryBuilder::new("INSERT INTO tb_voucher_order (id, user_id, voucher_id, create_time) ");
+            insert.push_values(&candidates, |mut row, e| {
+                let created = DateTime::from_timestamp_millis(e.ts_ms).unwrap_or_default().naive_utc();
+                row.push_bind(e.order_id).push_bind(e.user_id).push_bind(voucher).push_bind(created);
+            });
+            let inserted = insert.build().execute(&mut *tx).await?.rows_affected();
+            let taken =
+                sqlx::query("UPDATE tb_seckill_voucher SET stock = stock - ? WHERE voucher_id = ? AND stock >= ?")
+                    .bind(inserted)
+                    .bind(voucher)
+                    .bind(inserted)
+                    .execute(&mut *tx)
+                    .await?
+                    .rows_affected();
+            if taken != 1 {
+                return Err(PersistError::Refused(anyhow::anyhow!(
+                    "MariaDB has less stock than {inserted} orders accepted in Redis"
+                )));
+            }
+        }
+        tx.commit().await?;
+        self.acknowledge(sk, entries).await?;
+        tracing::debug!(voucher, batch = entries.len(), inserted = candidates.len(), "batch persisted");
+        Ok(())
+    }
+
+    /// Persisted (now or before): off the stream and out of the pending hash.
+    pub(super) async fn acknowledge(&self, sk: &SeckillKeys, entries: &[Entry]) -> Result<(), PersistError> {
+        let stream_ids: Vec<&str> = entries.iter().map(|e| e.stream_id.as_str()).collect();
+        let order_ids: Vec<i64> = entries.iter().map(|e| e.order_id).collect();
+        redis::pipe()
+            .atomic()
+            .xack(&sk.orders, GROUP, &stream_ids)
+            .ignore()
+            .xdel(&sk.orders, &stream_ids)
+            .ignore()
+            .hdel(&sk.pending, &order_ids)
+            .ignore()
+            .exec_async(&mut self.redis.clone())
+            .await?;
+        Ok(())
+    }
+}

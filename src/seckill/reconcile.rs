@@ -1,0 +1,128 @@
+//! Once a voucher's stream is drained, Redis and MariaDB must agree: the
+//! stock left and the set of buyers. `hmdp reconcile` and the load tool's
+//! audit print the differences.
+
+use std::collections::BTreeSet;
+
+use redis::aio::ConnectionManager;
+use serde::Serialize;
+use sqlx::MySqlPool;
+
+use super::consumer::GROUP;
+use crate::keys::Keys;
+
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Reconciliation {
+    pub voucher_id: u64,
+    /// Accepted orders not yet persisted nor dead-lettered.
+    pub pending_orders: u64,
+    /// Stream entries delivered to a consumer and not yet acknowledged.
+    pub unacknowledged: u64,
+    /// `None` when the voucher's keys are not in Redis.
+    pub redis_stock: Option<i64>,
+    pub db_stock: i64,
+    pub redis_buyers: Option<u64>,
+    pub db_buyers: u64,
+    /// Users with a row but not in the buyers set, and the other way round.
+    pub only_in_db: Vec<u64>,
+    pub only_in_redis: Vec<u64>,
+    pub dead_letters: u64,
+}
+
+impl Reconciliation {
+    pub fn drained(&self) -> bool {
+        self.pending_orders == 0 && self.unacknowledged == 0
+    }
+
+    /// Drained, and Redis says what MariaDB says.
+    pub fn agrees(&self) -> bool {
+        self.drained()
+            && self.redis_stock == Some(self.db_stock)
+            && self.redis_buyers == Some(self.db_buyers)
+            && self.only_in_db.is_empty()
+            && self.only_in_redis.is_empty()
+    }
+
+    pub fn render(&self) -> String {
+        let show = |v: Option<i64>| v.map_or_else(|| "absent".to_owned(), |n| n.to_string());
+        let sample = |ids: &[u64]| ids.iter().take(10).map(u64::to_string).collect::<Vec<_>>().join(",");
+        format!(
+            "voucher {}: {}\n  pending orders {}, unacknowledged entries {}, dead letters {}\n  stock   redis {} / mariadb {}\n  buyers  redis {} / mariadb {}\n  users only in mariadb {} [{}], only in redis {} [{}]\n",
+            self.voucher_id,
+            if self.agrees() {
+                "Redis = MariaDB"
+            } else if self.drained() {
+                "DRIFT"
+            } else {
+                "not drained yet"
+            },
+            self.pending_orders,
+            self.unacknowledged,
+            self.dead_letters,
+            show(self.redis_stock),
+            self.db_stock,
+            show(self.redis_buyers.map(|b| b as i64)),
+            self.db_buyers,
+            self.only_in_db.len(),
+            sample(&self.only_in_db),
+            self.only_in_redis.len(),
+            sample(&self.only_in_redis),
+        )
+    }
+}
+
+/// Reads both sides of one voucher. The buyers set's marker member `0` is
+/// not a user.
+pub async fn reconcile(
+    db: &MySqlPool,
+    redis: &mut ConnectionManager,
+    keys: &Keys,
+    voucher_id: u64,
+) -> anyhow::Result<Reconciliation> {
+    let sk = keys.seckill(voucher_id);
+    let (stock, buyers, pending, dead, orders_exist): (Option<i64>, BTreeSet<u64>, u64, u64, bool) = redis::pipe()
+        .get(&sk.stock)
+        .smembers(&sk.buyers)
+        .hlen(&sk.pending)
+        .xlen(&sk.dead)
+        .exists(&sk.orders)
+        .query_async(redis)
+        .await?;
+    let unacknowledged = if orders_exist {
+        let summary: redis::Value = redis::cmd("XPENDING").arg(&sk.orders).arg(GROUP).query_async(redis).await?;
+        match summary {
+            redis::Value::Array(items) => items.first().and_then(|v| redis::from_redis_value_ref(v).ok()).unwrap_or(0),
+            _ => 0,
+        }
+    } else {
+        0
+    };
+    let loaded = buyers.contains(&0);
+    let redis_buyers: BTreeSet<u64> = buyers.into_iter().filter(|&u| u != 0).collect();
+
+    let db_stock: i32 = sqlx::query_scalar("SELECT stock FROM tb_seckill_voucher WHERE voucher_id = ?")
+        .bind(voucher_id)
+        .fetch_optional(db)
+        .await?
+        .ok_or_else(|| anyhow::anyhow!("voucher {voucher_id} is not a seckill voucher"))?;
+    let db_buyers: BTreeSet<u64> =
+        sqlx::query_scalar::<_, u64>("SELECT DISTINCT user_id FROM tb_voucher_order WHERE voucher_id = ?")
+            .bind(voucher_id)
+            .fetch_all(db)
+            .await?
+            .into_iter()
+            .collect();
+    Ok(Reconciliation {
+        voucher_id,
+        pending_orders: pending,
+        unacknowledged,
+        redis_stock: stock,
+        db_stock: db_stock.into(),
+        redis_buyers: loaded.then_some(redis_buyers.len() as u64),
+        db_buyers: db_buyers.len() as u64,
+        only_in_db: if loaded { db_buyers.difference(&redis_buyers).copied().collect() } else { Vec::new() },
+        only_in_redis: redis_buyers.difference(&db_buyers).copied().collect(),
+        dead_letters: dead,
+    })
+}
