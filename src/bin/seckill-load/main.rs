@@ -82,6 +82,11 @@ struct Args {
     /// its row (the asynchronous mode persists after answering).
     #[arg(long, default_value_t = 60.0)]
     drain_timeout: f64,
+    /// The box's ceiling for the same traffic: `GET /user/me` (an
+    /// authenticated no-op: refresh layer, session lookup, envelope) once
+    /// per request instead of an order; no voucher, no audit.
+    #[arg(long, conflicts_with_all = ["stock", "voucher"])]
+    ceiling: bool,
 }
 
 #[tokio::main]
@@ -101,20 +106,26 @@ async fn main() -> anyhow::Result<()> {
     let client =
         reqwest::Client::builder().pool_max_idle_per_host(args.concurrency).timeout(Duration::from_secs(60)).build()?;
     let voucher = match (args.voucher, args.stock) {
+        _ if args.ceiling => 0,
         (Some(id), _) => id,
         (None, Some(stock)) => create_voucher(&client, &args, stock).await?,
         (None, None) => anyhow::bail!("give --stock S (creates a voucher) or --voucher ID"),
     };
-    let before = audit::Snapshot::read(&db, voucher).await?;
+    let before = if args.ceiling { None } else { Some(audit::Snapshot::read(&db, voucher).await?) };
 
     let jobs: Arc<Vec<usize>> =
         Arc::new((0..tokens.len()).flat_map(|user| std::iter::repeat_n(user, args.requests_per_user)).collect());
     let tokens = Arc::new(tokens);
     let next = Arc::new(AtomicUsize::new(0));
     let done = Arc::new(AtomicUsize::new(0));
-    let url = format!("{}/voucher-order/seckill/{voucher}", args.base_url.trim_end_matches('/'));
+    let base = args.base_url.trim_end_matches('/');
+    let (method, url) = if args.ceiling {
+        (reqwest::Method::GET, format!("{base}/user/me"))
+    } else {
+        (reqwest::Method::POST, format!("{base}/voucher-order/seckill/{voucher}"))
+    };
     eprintln!(
-        "voucher {voucher}: {} requests from {} users, concurrency {}, ramp-up {}s",
+        "{method} {url}: {} requests from {} users, concurrency {}, ramp-up {}s",
         jobs.len(),
         tokens.len(),
         args.concurrency,
@@ -124,8 +135,8 @@ async fn main() -> anyhow::Result<()> {
     let progress = tokio::spawn(show_progress(done.clone(), jobs.len()));
     let workers: Vec<_> = (0..args.concurrency)
         .map(|w| {
-            let (client, jobs, tokens, next, done, url) =
-                (client.clone(), jobs.clone(), tokens.clone(), next.clone(), done.clone(), url.clone());
+            let (client, jobs, tokens, next, done, url, method) =
+                (client.clone(), jobs.clone(), tokens.clone(), next.clone(), done.clone(), url.clone(), method.clone());
             let delay = Duration::from_secs_f64(args.ramp_up * w as f64 / args.concurrency as f64);
             tokio::spawn(async move {
                 tokio::time::sleep(delay).await;
@@ -134,7 +145,7 @@ async fn main() -> anyhow::Result<()> {
                     let i = next.fetch_add(1, Ordering::Relaxed);
                     let Some(&user) = jobs.get(i) else { break };
                     let sent = Instant::now();
-                    let outcome = order(&client, &url, &tokens[user]).await;
+                    let outcome = call(&client, method.clone(), &url, &tokens[user]).await;
                     recorder.record(outcome, sent, Instant::now());
                     done.fetch_add(1, Ordering::Relaxed);
                 }
@@ -149,6 +160,16 @@ async fn main() -> anyhow::Result<()> {
     progress.abort();
     eprintln!();
 
+    let summary = recorder.summary();
+    let Some(before) = before else {
+        println!("{}", report::render(&summary));
+        if let Some(path) = &args.json {
+            let doc = json!({ "ceiling": url, "users": tokens.len(), "requests": jobs.len(), "concurrency": args.concurrency, "report": summary });
+            std::fs::write(path, serde_json::to_string_pretty(&doc)?).with_context(|| format!("writing {}", path.display()))?;
+        }
+        anyhow::ensure!(recorder.count(Outcome::Other) == 0, "{} requests failed", recorder.count(Outcome::Other));
+        return Ok(());
+    };
     let successes = recorder.count(Outcome::Success);
     let first_sent = recorder.first_sent().unwrap_or_else(Instant::now);
     let drain_timeout = Duration::from_secs_f64(args.drain_timeout);
@@ -161,7 +182,6 @@ async fn main() -> anyhow::Result<()> {
     if let Some(report) = reconciliation {
         audit = audit.with_redis(report);
     }
-    let summary = recorder.summary();
     println!("{}", report::render(&summary));
     match rows_landed {
         Some(at) => println!(
@@ -241,8 +261,8 @@ async fn wait_for_drain(
     }
 }
 
-async fn order(client: &reqwest::Client, url: &str, token: &str) -> Outcome {
-    let Ok(resp) = client.post(url).header("authorization", token).send().await else {
+async fn call(client: &reqwest::Client, method: reqwest::Method, url: &str, token: &str) -> Outcome {
+    let Ok(resp) = client.request(method, url).header("authorization", token).send().await else {
         return Outcome::Other;
     };
     let status = resp.status();
