@@ -165,7 +165,8 @@ async fn main() -> anyhow::Result<()> {
         println!("{}", report::render(&summary));
         if let Some(path) = &args.json {
             let doc = json!({ "ceiling": url, "users": tokens.len(), "requests": jobs.len(), "concurrency": args.concurrency, "report": summary });
-            std::fs::write(path, serde_json::to_string_pretty(&doc)?).with_context(|| format!("writing {}", path.display()))?;
+            std::fs::write(path, serde_json::to_string_pretty(&doc)?)
+                .with_context(|| format!("writing {}", path.display()))?;
         }
         anyhow::ensure!(recorder.count(Outcome::Other) == 0, "{} requests failed", recorder.count(Outcome::Other));
         return Ok(());
