@@ -263,11 +263,12 @@ async fn wait_for_drain(
 }
 
 async fn call(client: &reqwest::Client, method: reqwest::Method, url: &str, token: &str) -> Outcome {
-    let Ok(resp) = client.request(method, url).header("authorization", token).send().await else {
-        return Outcome::Other;
+    let resp = match client.request(method, url).header("authorization", token).send().await {
+        Ok(resp) => resp,
+        Err(err) => return other(format!("{err:?}")),
     };
     let status = resp.status();
-    let Ok(body) = resp.json::<Value>().await else { return Outcome::Other };
+    let Ok(body) = resp.json::<Value>().await else { return other(format!("HTTP {status} without a JSON body")) };
     if status.is_success() && body["success"] == true {
         return Outcome::Success;
     }
@@ -275,8 +276,17 @@ async fn call(client: &reqwest::Client, method: reqwest::Method, url: &str, toke
         Some("SOLD_OUT") => Outcome::SoldOut,
         Some("DUPLICATE_ORDER") => Outcome::Duplicate,
         Some("TOO_MANY_REQUESTS") => Outcome::TooManyRequests,
-        _ => Outcome::Other,
+        _ => other(format!("HTTP {status}: {body}")),
     }
+}
+
+/// An unexpected outcome; the first few are shown, so a failed run says why.
+fn other(what: String) -> Outcome {
+    static SHOWN: AtomicUsize = AtomicUsize::new(0);
+    if SHOWN.fetch_add(1, Ordering::Relaxed) < 5 {
+        eprintln!("\nunexpected outcome: {what}");
+    }
+    Outcome::Other
 }
 
 async fn load_tokens(args: &Args, db: &sqlx::MySqlPool) -> anyhow::Result<Vec<String>> {
