@@ -58,6 +58,17 @@ pub struct Config {
     #[arg(long, env = "SECKILL_MODE", value_enum, default_value_t = SeckillMode::Sync)]
     pub seckill_mode: SeckillMode,
 
+    /// Synchronous mode: orders of one voucher committed in one transaction
+    /// at most (1: one transaction per order, the design card's path).
+    #[arg(long, env = "ORDER_BATCH_MAX", default_value_t = 64)]
+    pub order_batch_max: usize,
+
+    /// Synchronous mode: how long a group waits for more orders before it
+    /// commits. 0: it takes what is ready; while one group commits, the
+    /// next gathers by itself.
+    #[arg(long, env = "ORDER_BATCH_WAIT_MS", default_value_t = 0)]
+    pub order_batch_wait_ms: u64,
+
     /// Order id sequences reserved per Redis round trip.
     #[arg(long, env = "ORDER_ID_BLOCK", default_value_t = 100)]
     pub order_id_block: u32,
@@ -112,6 +123,12 @@ impl Config {
         }
         if self.hot_row_permits == 0 {
             anyhow::bail!("HOT_ROW_PERMITS must be at least 1");
+        }
+        if self.order_batch_max == 0 || self.order_batch_max > 5_000 {
+            anyhow::bail!("ORDER_BATCH_MAX must be between 1 and 5000");
+        }
+        if self.order_batch_wait_ms > 1_000 {
+            anyhow::bail!("ORDER_BATCH_WAIT_MS must be at most 1000");
         }
         if self.order_id_block == 0 || self.order_id_block > 100_000 {
             anyhow::bail!("ORDER_ID_BLOCK must be between 1 and 100000");

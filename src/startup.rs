@@ -20,7 +20,7 @@ use crate::{
     ids::OrderIdGenerator,
     keys::Keys,
     lock::{LockConfig, LockService},
-    seckill::{CONSUMER_BLOCK, Consumer, VoucherGates},
+    seckill::{CONSUMER_BLOCK, Consumer, GroupCommitter, VoucherGates},
     state::AppState,
 };
 
@@ -89,6 +89,11 @@ pub async fn build_state(config: Config) -> anyhow::Result<AppState> {
             LockConfig { watchdog_ttl: Duration::from_millis(config.lock_watchdog_ttl_ms) },
         ),
         gates: VoucherGates::new(config.hot_row_permits),
+        group_commit: GroupCommitter::new(
+            db.clone(),
+            config.order_batch_max,
+            Duration::from_millis(config.order_batch_wait_ms),
+        ),
         tokens: TokenKeys::new(config.jwt_secret.as_bytes()),
         sessions: SessionStore::new(redis.clone(), keys.clone()),
         codes: CodeStore::new(redis.clone(), keys.clone()),

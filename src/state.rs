@@ -13,7 +13,7 @@ use crate::{
     ids::OrderIdGenerator,
     keys::Keys,
     lock::LockService,
-    seckill::VoucherGates,
+    seckill::{GroupCommitter, VoucherGates},
 };
 
 /// `FromRef` lets plumbing (health, readiness) take just the part it needs.
@@ -29,6 +29,7 @@ pub struct AppState {
     pub order_ids: OrderIdGenerator,
     pub locks: LockService,
     pub gates: VoucherGates,
+    pub group_commit: GroupCommitter,
 }
 
 impl AppState {

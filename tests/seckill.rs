@@ -267,3 +267,77 @@ async fn a_graceful_shutdown_finishes_the_order_in_flight() {
     assert_eq!(app.orders_of(voucher).await, (1, 1));
     assert!(reqwest::get(app.url("/health")).await.is_err(), "no longer accepting");
 }
+
+/// Group commit with a gathering window long enough for every order of a
+/// test to join one group.
+async fn grouping_app(adjust: impl FnOnce(&mut hmdp::Config)) -> TestApp {
+    TestApp::spawn_with(|c| {
+        c.order_batch_max = 64;
+        c.order_batch_wait_ms = 1_000;
+        adjust(c);
+    })
+    .await
+}
+
+#[tokio::test]
+async fn ten_units_for_sixty_four_users_are_taken_in_one_group_by_exactly_ten() {
+    let app = grouping_app(|_| {}).await;
+    let voucher = app.open_seckill(10).await;
+    let users = app.seed_users(64).await;
+    let tokens: Vec<&str> = users.iter().map(|(_, t)| t.as_str()).collect();
+
+    let counts = tally(&app.order_all(voucher, &tokens).await);
+    assert_eq!(counts.get("OK"), Some(&10), "{counts:?}");
+    assert_eq!(counts.get("SOLD_OUT"), Some(&54), "{counts:?}");
+    assert_eq!(app.stock_of(voucher).await, 0);
+    assert_eq!(app.orders_of(voucher).await, (10, 10));
+    let stats = app.state.group_commit.stats();
+    assert_eq!((stats.groups, stats.committed, stats.largest), (1, 10, 64), "one group: {stats:?}");
+}
+
+#[tokio::test]
+async fn a_group_with_a_duplicate_a_lost_lock_and_a_refused_row_commits_only_the_good_orders() {
+    let app = grouping_app(|c| c.lock_watchdog_ttl_ms = 300).await;
+    let voucher = app.open_seckill(20).await;
+    let users = app.seed_users(8).await;
+    let (duplicate, lost, refused) = (&users[0], &users[1], &users[2]);
+    expect_ok(app.order(voucher, &duplicate.1).await).await;
+    sqlx::raw_sql(&format!(
+        "CREATE TRIGGER refuse_one_order BEFORE INSERT ON tb_voucher_order FOR EACH ROW
+         IF NEW.user_id = {} THEN SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'refused by the test'; END IF",
+        refused.0
+    ))
+    .execute(&app.db)
+    .await
+    .unwrap();
+
+    let tokens: Vec<&str> = users.iter().map(|(_, t)| t.as_str()).collect();
+    // While the group gathers, one member's lock vanishes; the watchdog
+    // notices at its next renewal.
+    let lose_a_lock = async {
+        let lock_key = app.keys.order_lock(lost.0);
+        let mut redis = app.redis.clone();
+        for _ in 0..100 {
+            if redis.exists::<_, bool>(&lock_key).await.unwrap() {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        redis.del::<_, ()>(&lock_key).await.unwrap();
+    };
+    let (outcomes, ()) = tokio::join!(app.order_all(voucher, &tokens), lose_a_lock);
+
+    let code = |i: usize| outcomes[i].code.as_str();
+    assert_eq!(code(0), "DUPLICATE_ORDER", "{outcomes:?}");
+    assert_eq!(code(1), "UNAVAILABLE", "the lost lock: {outcomes:?}");
+    assert_eq!(code(2), "INTERNAL", "the refused row: {outcomes:?}");
+    assert!((3..8).all(|i| code(i) == "OK"), "{outcomes:?}");
+    assert_eq!(app.orders_of(voucher).await, (6, 6), "the earlier order and the five good ones");
+    assert_eq!(app.stock_of(voucher).await, 14);
+    let holders: Vec<u64> = sqlx::query_scalar("SELECT user_id FROM tb_voucher_order WHERE voucher_id = ?")
+        .bind(voucher)
+        .fetch_all(&app.db)
+        .await
+        .unwrap();
+    assert!(!holders.contains(&lost.0) && !holders.contains(&refused.0), "{holders:?}");
+}

@@ -355,6 +355,13 @@ impl LockGuard {
         self.hold.lost.clone().cancelled_owned()
     }
 
+    /// A token cancelled when the hold ends without an unlock, for code that
+    /// acts on the holder's behalf elsewhere (another task); cancelling it
+    /// there does not touch the hold.
+    pub fn lost_token(&self) -> CancellationToken {
+        self.hold.lost.child_token()
+    }
+
     /// Releases this hold (one level of re-entry).
     pub async fn unlock(mut self) -> Result<Unlocked, LockError> {
         self.released = true;

@@ -1,6 +1,7 @@
 //! Placing seckill orders and showing them to their owners. Where a request
 //! goes, by file: `admission` (sale window, sold-out flag, hot-row gate),
-//! `sync_order` (the per-user lock and one transaction per order),
+//! `sync_order` (the per-user lock, the order committed under it),
+//! `group_commit` (the ready orders of a voucher in one transaction),
 //! `async_order` (one Redis script decides and queues the order),
 //! `consumer` (batched persistence of the queue), `recovery` (taking over
 //! idle entries, dead letters), `reconcile` (Redis against MariaDB),
@@ -10,6 +11,7 @@
 mod admission;
 mod async_order;
 mod consumer;
+mod group_commit;
 mod order;
 mod reconcile;
 mod recovery;
@@ -25,6 +27,7 @@ use chrono::Utc;
 pub use admission::{Gate, SaleWindow, VoucherGates};
 pub use async_order::load as load_async_keys;
 pub use consumer::{BLOCK as CONSUMER_BLOCK, Consumer};
+pub use group_commit::{GroupCommitter, GroupStats};
 pub use order::{OrderState, OrderView};
 pub use reconcile::{Reconciliation, reconcile};
 
@@ -55,7 +58,7 @@ async fn place_order(
         SeckillMode::Sync => {
             let gate = state.gates.get_or_load(&state.db, voucher_id).await?;
             gate.admit(Utc::now().naive_utc())?;
-            sync_order::place(&state, &gate, user.id, voucher_id).await?
+            sync_order::place(&state, gate, user.id, voucher_id).await?
         }
         SeckillMode::Async => async_order::place(&state, user.id, voucher_id).await?,
     };

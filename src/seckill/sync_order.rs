@@ -1,12 +1,14 @@
 //! The synchronous order, the design card's path: the per-user lock taken
-//! without waiting, and inside it one transaction (one order per user,
-//! `stock = stock - 1 ... AND stock > 0`, insert), committed only while the
-//! lock is still held and released only after the commit. The UNIQUE
-//! (user_id, voucher_id) index has the last word.
+//! without waiting, and inside it the order committed in MariaDB (one order
+//! per user, `stock = stock - 1 ... AND stock > 0`, insert), only while the
+//! lock is still held; the lock is released only after that commit. The
+//! UNIQUE (user_id, voucher_id) index has the last word. With
+//! `ORDER_BATCH_MAX` above 1 the commit is shared with the voucher's other
+//! ready orders (`group_commit`); at 1 each order has its own transaction.
 
-use std::time::Duration;
+use std::{sync::Arc, time::Duration};
 
-use sqlx::{MySql, Transaction};
+use sqlx::{MySql, MySqlPool, Transaction};
 
 use super::{Gate, UNIQUE_ORDER_INDEX};
 use crate::{
@@ -15,8 +17,17 @@ use crate::{
     state::AppState,
 };
 
-/// Places one order for an admitted request; returns the order id.
-pub(super) async fn place(state: &AppState, gate: &Gate, user_id: u64, voucher_id: u64) -> ApiResult<i64> {
+/// Places one order for an admitted request; returns the order id. Runs in
+/// a task of its own, so a client that goes away mid-order cannot cut the
+/// order between its commit and its unlock.
+pub(super) async fn place(state: &AppState, gate: Arc<Gate>, user_id: u64, voucher_id: u64) -> ApiResult<i64> {
+    let state = state.clone();
+    tokio::spawn(async move { place_under_lock(&state, &gate, user_id, voucher_id).await })
+        .await
+        .map_err(|e| ApiError::internal(anyhow::anyhow!("the order task failed: {e}")))?
+}
+
+async fn place_under_lock(state: &AppState, gate: &Arc<Gate>, user_id: u64, voucher_id: u64) -> ApiResult<i64> {
     // One request per user at a time, across instances: a second in-flight
     // request of the same user is refused rather than queued.
     let lock_name = state.keys.order_lock(user_id);
@@ -35,44 +46,53 @@ pub(super) async fn place(state: &AppState, gate: &Gate, user_id: u64, voucher_i
     placed
 }
 
-async fn under_lock(state: &AppState, gate: &Gate, user_id: u64, voucher_id: u64, guard: &LockGuard) -> ApiResult<i64> {
-    let _turn = gate.enter().await;
+async fn under_lock(
+    state: &AppState,
+    gate: &Arc<Gate>,
+    user_id: u64,
+    voucher_id: u64,
+    guard: &LockGuard,
+) -> ApiResult<i64> {
     if gate.is_sold_out() {
         return Err(ApiError::SoldOut);
     }
     let order_id = state.order_ids.next().await.map_err(|e| ApiError::dependency(e.is_unavailable(), e))?;
-
-    // If the lock is lost mid-transaction, the transaction is dropped, which
-    // rolls it back.
-    let reservation = tokio::select! {
-        biased;
-        () = guard.lost() => return Err(lock_lost()),
-        reservation = reserve(state, user_id, voucher_id, order_id) => reservation?,
-    };
-    let tx = match reservation {
-        Reservation::Made(tx) => tx,
-        Reservation::AlreadyOrdered => return Err(ApiError::DuplicateOrder),
-        Reservation::SoldOut => {
-            gate.mark_sold_out();
-            return Err(ApiError::SoldOut);
+    if state.config.order_batch_max > 1 {
+        state.group_commit.commit(gate, voucher_id, user_id, order_id, guard.lost_token()).await?;
+    } else {
+        let _turn = gate.enter().await;
+        // If the lock is lost mid-transaction, the transaction is dropped,
+        // which rolls it back.
+        let reservation = tokio::select! {
+            biased;
+            () = guard.lost() => return Err(lock_lost()),
+            reservation = reserve(&state.db, user_id, voucher_id, order_id) => reservation?,
+        };
+        let tx = match reservation {
+            Reservation::Made(tx) => tx,
+            Reservation::AlreadyOrdered => return Err(ApiError::DuplicateOrder),
+            Reservation::SoldOut => {
+                gate.mark_sold_out();
+                return Err(ApiError::SoldOut);
+            }
+        };
+        if guard.is_lost() {
+            drop(tx);
+            return Err(lock_lost());
         }
-    };
-    if guard.is_lost() {
-        drop(tx);
-        return Err(lock_lost());
+        tx.commit().await?;
     }
-    tx.commit().await?;
-    tracing::info!(order_id, user_id, voucher_id, fence = guard.fencing_token(), "order placed");
+    tracing::debug!(order_id, user_id, voucher_id, fence = guard.fencing_token(), "order placed");
     Ok(order_id)
 }
 
-fn lock_lost() -> ApiError {
+pub(super) fn lock_lost() -> ApiError {
     ApiError::Unavailable(anyhow::anyhow!("the order lock was lost before the commit; rolled back"))
 }
 
 /// What the order's statements found. `SoldOut` means MariaDB reported a
 /// committed stock of 0 (the conditional UPDATE matched nothing).
-enum Reservation {
+pub(super) enum Reservation {
     /// Stock taken and the row inserted, in this open transaction: the
     /// caller commits only if it still holds the user's lock.
     Made(Transaction<'static, MySql>),
@@ -80,8 +100,8 @@ enum Reservation {
     SoldOut,
 }
 
-async fn reserve(state: &AppState, user_id: u64, voucher_id: u64, order_id: i64) -> ApiResult<Reservation> {
-    let mut tx = state.db.begin().await?;
+pub(super) async fn reserve(db: &MySqlPool, user_id: u64, voucher_id: u64, order_id: i64) -> ApiResult<Reservation> {
+    let mut tx = db.begin().await?;
     let existing: Option<i64> =
         sqlx::query_scalar("SELECT id FROM tb_voucher_order WHERE user_id = ? AND voucher_id = ? LIMIT 1")
             .bind(user_id)
