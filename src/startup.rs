@@ -66,8 +66,13 @@ impl Application {
         tracing::info!(%addr, instance = self.state.instance_id(), ?mode, "serving");
         let stop = CancellationToken::new();
         let consumer = self.consumer.map(|c| tokio::spawn(c.run(stop.clone())));
+        let group_commit = self.state.group_commit.clone();
         let served =
             axum::serve(self.listener, app(self.state)).with_graceful_shutdown(shutdown).await.context("serving HTTP");
+        let groups = group_commit.stats();
+        if groups.groups > 0 {
+            tracing::info!(?groups, mean = groups.committed as f64 / groups.groups as f64, "group commit totals");
+        }
         stop.cancel();
         if let Some(consumer) = consumer {
             consumer.await.ok();
@@ -79,6 +84,7 @@ impl Application {
 pub async fn build_state(config: Config) -> anyhow::Result<AppState> {
     let db = connect_database(&config.database_url, config.db_max_connections).await?;
     migrate(&db).await?;
+    verify_safety_constraints(&db).await?;
     let redis = connect_redis(&config.redis_url).await?;
     let keys = Keys::new(&config.redis_key_prefix);
     let pubsub_client = redis::Client::open(config.redis_url.as_str()).context("parsing REDIS_URL")?;
@@ -96,7 +102,7 @@ pub async fn build_state(config: Config) -> anyhow::Result<AppState> {
         ),
         tokens: TokenKeys::new(config.jwt_secret.as_bytes()),
         sessions: SessionStore::new(redis.clone(), keys.clone()),
-        codes: CodeStore::new(redis.clone(), keys.clone()),
+        codes: CodeStore::new(redis.clone(), keys.clone(), config.log_sms_codes),
         order_ids: OrderIdGenerator::new(redis.clone(), keys.clone(), config.order_id_block),
         db,
         redis,
@@ -139,6 +145,46 @@ pub async fn migrate(db: &MySqlPool) -> anyhow::Result<()> {
         .await
         .context("releasing the migration lock")?;
     result
+}
+
+/// The migrations create the tables with `IF NOT EXISTS`, so against an
+/// existing course database they leave its tables as they are, possibly
+/// without the constraints that make the database the last word on
+/// overselling and on one order per user. Without them the service must
+/// not serve.
+pub async fn verify_safety_constraints(db: &MySqlPool) -> anyhow::Result<()> {
+    let unique: Option<String> = sqlx::query_scalar(
+        "SELECT GROUP_CONCAT(COLUMN_NAME ORDER BY SEQ_IN_INDEX) FROM information_schema.STATISTICS
+         WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'tb_voucher_order'
+           AND INDEX_NAME = 'uk_user_voucher' AND NON_UNIQUE = 0",
+    )
+    .fetch_one(db)
+    .await
+    .context("reading tb_voucher_order's indexes")?;
+    let checks: Vec<String> = sqlx::query_scalar(
+        "SELECT CHECK_CLAUSE FROM information_schema.CHECK_CONSTRAINTS
+         WHERE CONSTRAINT_SCHEMA = DATABASE() AND TABLE_NAME = 'tb_seckill_voucher'",
+    )
+    .fetch_all(db)
+    .await
+    .context("reading tb_seckill_voucher's checks")?;
+    let mut missing = Vec::new();
+    if unique.as_deref() != Some("user_id,voucher_id") {
+        missing.push("UNIQUE KEY uk_user_voucher (user_id, voucher_id) on tb_voucher_order");
+    }
+    let stock_check = |clause: &String| {
+        let normalized: String = clause.chars().filter(|c| !c.is_whitespace() && *c != '`').collect();
+        normalized == "stock>=0"
+    };
+    if !checks.iter().any(stock_check) {
+        missing.push("CHECK (stock >= 0) on tb_seckill_voucher");
+    }
+    anyhow::ensure!(
+        missing.is_empty(),
+        "refusing to serve: the database lacks {} (an existing course database? add them, or start on an empty database)",
+        missing.join(" and ")
+    );
+    Ok(())
 }
 
 /// Connects, first creating the database named in the URL when it does not

@@ -108,3 +108,33 @@ async fn when_redis_is_unreachable_ready_and_protected_routes_answer_503() {
     expect_error(app.get("/user/me", None).await, StatusCode::UNAUTHORIZED, "UNAUTHORIZED").await;
     expect_ok(app.get("/health", None).await).await;
 }
+
+#[tokio::test]
+async fn a_course_database_without_the_safety_constraints_is_refused_at_start_up() {
+    use sqlx::Connection;
+    let (config, database, _) = common::test_config();
+    let mut conn =
+        sqlx::MySqlConnection::connect(&format!("{}/information_schema", common::database_server_url())).await.unwrap();
+    // The course's own tables, as its SQL script makes them: no unique
+    // (user_id, voucher_id), no stock check.
+    sqlx::raw_sql(&format!(
+        "CREATE DATABASE `{database}`;
+         CREATE TABLE `{database}`.tb_seckill_voucher (
+             voucher_id BIGINT UNSIGNED NOT NULL PRIMARY KEY, stock INT NOT NULL,
+             create_time DATETIME NOT NULL DEFAULT CURRENT_TIMESTAMP, begin_time DATETIME NOT NULL,
+             end_time DATETIME NOT NULL, update_time DATETIME NOT NULL DEFAULT CURRENT_TIMESTAMP);
+         CREATE TABLE `{database}`.tb_voucher_order (
+             id BIGINT NOT NULL PRIMARY KEY, user_id BIGINT UNSIGNED NOT NULL, voucher_id BIGINT UNSIGNED NOT NULL,
+             pay_type TINYINT UNSIGNED NOT NULL DEFAULT 1, status TINYINT UNSIGNED NOT NULL DEFAULT 1,
+             create_time DATETIME NOT NULL DEFAULT CURRENT_TIMESTAMP, pay_time DATETIME NULL, use_time DATETIME NULL,
+             refund_time DATETIME NULL, update_time DATETIME NOT NULL DEFAULT CURRENT_TIMESTAMP);"
+    ))
+    .execute(&mut conn)
+    .await
+    .unwrap();
+
+    let refused = hmdp::startup::Application::build(config).await.err().map(|e| format!("{e:#}"));
+    sqlx::raw_sql(&format!("DROP DATABASE `{database}`")).execute(&mut conn).await.unwrap();
+    let err = refused.expect("refuses to serve");
+    assert!(err.contains("uk_user_voucher") && err.contains("CHECK (stock >= 0)"), "{err}");
+}

@@ -149,6 +149,34 @@ async fn a_fixed_lease_expires_and_another_holder_gets_the_lock() {
 }
 
 #[tokio::test]
+async fn an_unlock_that_fails_stops_the_renewal_so_the_lease_frees_the_lock() {
+    let ttl = Duration::from_millis(600);
+    let proxy = Proxy::to_redis().await;
+    let flaky = service_at(&proxy.redis_url(), ttl).await;
+    let name = unique_name();
+    let key = LockService::key_of(&name);
+    let guard = flaky.try_lock(&name, &Holder::random(), NO_WAIT, None).await.unwrap().unwrap();
+
+    // Redis blips exactly during the unlock, then comes back.
+    proxy.cut();
+    assert!(guard.unlock().await.is_err(), "the release could not reach Redis");
+    proxy.restore();
+
+    // Without renewal the key is gone within its lease; a watchdog that
+    // kept renewing would hold it for as long as the process lives.
+    let started = Instant::now();
+    let mut redis = redis().await;
+    while redis.exists::<_, bool>(&key).await.unwrap() {
+        assert!(started.elapsed() < ttl * 4, "the lock is still held {:?} after the failed unlock", started.elapsed());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // And it can be taken again.
+    let other = service(ttl).await;
+    let again = other.try_lock(&name, &Holder::random(), NO_WAIT, None).await.unwrap().expect("free again");
+    again.unlock().await.unwrap();
+}
+
+#[tokio::test]
 async fn a_fixed_lease_holder_is_told_it_lost_the_lock_while_the_key_still_guards_it() {
     let locks = service(Duration::from_secs(30)).await;
     let name = unique_name();

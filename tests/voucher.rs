@@ -128,3 +128,20 @@ async fn invalid_voucher_bodies_are_400_and_write_nothing() {
     let count: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM tb_voucher").fetch_one(&app.db).await.unwrap();
     assert_eq!(count, 0, "nothing written");
 }
+
+#[tokio::test]
+async fn times_that_mariadb_cannot_store_are_a_400_not_a_500() {
+    let app = TestApp::spawn().await;
+    for (begin, end) in [
+        ("2026-01-01T00:00:00+08:00", "9999-12-31T23:30:00-01:00"),
+        ("0001-01-01T00:00:00+00:00", "2026-01-01T00:00:00+08:00"),
+        ("0999-12-31T23:59:59+00:00", "2026-01-01T00:00:00+00:00"),
+    ] {
+        let resp = app.post_json("/voucher/seckill", Some(ADMIN_KEY), &seckill_body(5, begin, end)).await;
+        let body = expect_error(resp, StatusCode::BAD_REQUEST, "VALIDATION").await;
+        assert!(body["errorMsg"].as_str().unwrap().contains("9999-12-31"), "{begin} .. {end}: {body}");
+    }
+    // The edges themselves are fine.
+    let body = seckill_body(5, "1000-01-01T00:00:00+00:00", "9999-12-31T23:59:59+00:00");
+    expect_ok(app.post_json("/voucher/seckill", Some(ADMIN_KEY), &body).await).await;
+}

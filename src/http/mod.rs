@@ -57,10 +57,11 @@ pub fn with_plumbing(router: Router, instance_id: &str) -> Router {
 
 fn request_span(req: &Request<Body>) -> tracing::Span {
     let request_id = req.headers().get(&X_REQUEST_ID).and_then(|v| v.to_str().ok()).unwrap_or("-");
+    // The path only: a query string can carry a phone (`/user/code?phone=`).
     tracing::info_span!(
         "request",
         method = %req.method(),
-        uri = %req.uri(),
+        path = %req.uri().path(),
         request_id = %request_id,
     )
 }

@@ -362,10 +362,19 @@ impl LockGuard {
         self.hold.lost.child_token()
     }
 
-    /// Releases this hold (one level of re-entry).
+    /// Releases this hold (one level of re-entry). When the release fails
+    /// (Redis unreachable, the lease already gone), renewal stops all the
+    /// same, as Redisson's does: the lease then frees the lock within its
+    /// TTL instead of the watchdog keeping it for as long as the process
+    /// lives.
     pub async fn unlock(mut self) -> Result<Unlocked, LockError> {
         self.released = true;
-        self.service.inner.release(&self.keys, &self.owner, self.lease).await
+        let inner = &self.service.inner;
+        let released = inner.release(&self.keys, &self.owner, self.lease).await;
+        if released.is_err() {
+            inner.holds.lost(inner, &(self.keys.lock.clone(), self.owner.clone()), &self.hold);
+        }
+        released
     }
 }
 

@@ -1,7 +1,7 @@
 //! Voucher shapes on the wire and in the tables, and the rules a voucher
 //! must follow before it is written.
 
-use chrono::{DateTime, FixedOffset, NaiveDateTime};
+use chrono::{DateTime, FixedOffset, NaiveDate, NaiveDateTime};
 use serde::{Deserialize, Serialize};
 
 use crate::http::{ApiError, ApiResult};
@@ -11,6 +11,12 @@ pub const TYPE_SECKILL: u8 = 1;
 pub const STATUS_ON_SHELF: u8 = 1;
 const MAX_TITLE: usize = 255;
 const MAX_RULES: usize = 1024;
+
+/// What a `DATETIME` column holds; an offset can push a valid-looking time
+/// (year 9999 at -01:00) outside it.
+const STORABLE_TIMES: std::ops::RangeInclusive<NaiveDateTime> =
+    NaiveDate::from_ymd_opt(1000, 1, 1).expect("valid").and_hms_opt(0, 0, 0).expect("valid")
+        ..=NaiveDate::from_ymd_opt(9999, 12, 31).expect("valid").and_hms_opt(23, 59, 59).expect("valid");
 
 /// What an admin posts. Unknown fields are rejected, so a typo such as
 /// `stok` is a 400 instead of a voucher silently created without stock.
@@ -76,6 +82,13 @@ impl VoucherForm {
         let end_time = self.end_time.take().ok_or_else(|| ApiError::validation("endTime is required"))?;
         if begin_time >= end_time {
             return Err(ApiError::validation("beginTime must be before endTime"));
+        }
+        for (field, time) in [("beginTime", begin_time), ("endTime", end_time)] {
+            if !STORABLE_TIMES.contains(&time.naive_utc()) {
+                return Err(ApiError::validation(format!(
+                    "{field} must be between 1000-01-01 and 9999-12-31 (UTC), the range MariaDB can store"
+                )));
+            }
         }
         let voucher = self.common(TYPE_SECKILL)?;
         Ok((voucher, NewSeckill { stock, begin_time, end_time }))

@@ -53,6 +53,7 @@ pub fn test_config() -> (Config, String, String) {
         // scripts/test runs the seckill tests once more with ORDER_BATCH_MAX=1.
         order_batch_max: std::env::var("ORDER_BATCH_MAX").ok().and_then(|v| v.parse().ok()).unwrap_or(64),
         order_batch_wait_ms: 0,
+        log_sms_codes: false,
         order_id_block: 100,
         async_batch_max: 500,
         async_claim_idle_ms: 5_000,

@@ -1,14 +1,18 @@
-//! A TCP proxy a test can cut, to make a client lose Redis the way a crashed
-//! or partitioned instance would, while the test's own client keeps it.
+//! A TCP proxy a test can cut (and restore), to make a client lose Redis
+//! the way a crashed or partitioned instance would, while the test's own
+//! client keeps it.
 
 use std::net::SocketAddr;
 
-use tokio::net::{TcpListener, TcpStream};
-use tokio_util::sync::CancellationToken;
+use tokio::{
+    net::{TcpListener, TcpStream},
+    sync::watch,
+};
 
 pub struct Proxy {
     addr: SocketAddr,
-    cut: CancellationToken,
+    /// True while traffic passes.
+    up: watch::Sender<bool>,
     /// REDIS_URL, to be pointed at the proxy with everything else kept.
     redis_url: reqwest::Url,
 }
@@ -20,34 +24,27 @@ impl Proxy {
         let host = url.host_str().expect("REDIS_URL names a host").to_owned();
         let port = url.port().unwrap_or(6379);
         let target = tokio::net::lookup_host((host.as_str(), port)).await.unwrap().next().expect("Redis address");
-        let mut proxy = Self::start(target).await;
-        proxy.redis_url = url;
-        proxy
-    }
-
-    async fn start(target: SocketAddr) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
-        let cut = CancellationToken::new();
-        let stop = cut.clone();
+        let (up, _) = watch::channel(true);
+        let state = up.subscribe();
         tokio::spawn(async move {
             loop {
-                let (mut inbound, _) = tokio::select! {
-                    () = stop.cancelled() => return, // the listener closes: refused from now on
-                    accepted = listener.accept() => match accepted { Ok(a) => a, Err(_) => return },
-                };
-                let stop = stop.clone();
+                let Ok((mut inbound, _)) = listener.accept().await else { return };
+                let mut state = state.clone();
+                if !*state.borrow_and_update() {
+                    continue; // cut: the connection is dropped at once
+                }
                 tokio::spawn(async move {
                     let Ok(mut outbound) = TcpStream::connect(target).await else { return };
                     tokio::select! {
-                        () = stop.cancelled() => {}
+                        _ = state.wait_for(|up| !up) => {}
                         _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound) => {}
                     }
                 });
             }
         });
-        let redis_url = reqwest::Url::parse("redis://127.0.0.1").unwrap();
-        Self { addr, cut, redis_url }
+        Self { addr, up, redis_url: url }
     }
 
     /// The Redis URL that goes through this proxy (credentials and database
@@ -59,8 +56,13 @@ impl Proxy {
         url.to_string()
     }
 
-    /// Drops every connection and refuses new ones.
+    /// Drops every connection and every new one until `restore`.
     pub fn cut(&self) {
-        self.cut.cancel();
+        self.up.send_replace(false);
+    }
+
+    /// Lets traffic through again (clients reconnect by themselves).
+    pub fn restore(&self) {
+        self.up.send_replace(true);
     }
 }

@@ -1,0 +1,48 @@
+//! What reaches the logs at INFO: never an SMS code (whoever reads the logs
+//! could log in as anyone) and never a whole phone number. A test binary
+//! of its own, because it owns the process's log subscriber.
+
+mod common;
+
+use std::{
+    io::Write,
+    sync::{Arc, Mutex},
+};
+
+use common::TestApp;
+
+#[derive(Clone, Default)]
+struct Captured(Arc<Mutex<Vec<u8>>>);
+
+impl Write for Captured {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn a_login_logs_neither_the_code_nor_the_whole_phone_at_info() {
+    let captured = Captured::default();
+    let writer = captured.clone();
+    tracing_subscriber::fmt().with_env_filter("info").with_ansi(false).with_writer(move || writer.clone()).init();
+
+    let app = TestApp::spawn().await;
+    assert!(!app.state.config.log_sms_codes, "LOG_SMS_CODES is off by default");
+    let phone = "13912345678";
+    common::expect_ok(app.send_code(phone).await).await;
+    let code = app.stored_code(phone).await.expect("code stored");
+    let token = common::expect_ok(app.post_login(phone, &code).await).await["data"].as_str().unwrap().to_owned();
+    common::expect_ok(app.get(&format!("/user/me?phone={phone}"), Some(&token)).await).await;
+
+    let logs = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
+    assert!(logs.contains("sms code issued"), "the issue is logged: {logs}");
+    assert!(logs.contains("139****5678"), "the phone appears masked: {logs}");
+    assert!(!logs.contains(phone), "the whole phone appears: {logs}");
+    let numbers: Vec<&str> = logs.split(|c: char| !c.is_ascii_digit()).collect();
+    assert!(!numbers.contains(&code.as_str()), "the code {code} was logged: {logs}");
+    assert!(!logs.lines().any(|l| l.contains("code=")), "a code field was logged: {logs}");
+}
