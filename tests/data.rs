@@ -37,8 +37,8 @@ async fn a_second_order_of_one_user_for_one_voucher_is_a_duplicate_order(pool: M
     insert(1).await.unwrap();
     let err = insert(2).await.expect_err("the unique index refuses it");
     assert_eq!(unique_violation(&err).as_deref(), Some("uk_user_voucher"));
-    let mapped = Err::<(), _>(err).on_unique(UNIQUE_ORDER_INDEX, || ApiError::DuplicateOrder);
-    assert!(matches!(mapped, Err(ApiError::DuplicateOrder)));
+    let mapped = Err::<(), _>(err).on_unique(UNIQUE_ORDER_INDEX, || ApiError::DuplicateOrder(None));
+    assert!(matches!(mapped, Err(ApiError::DuplicateOrder(None))));
 
     // Another voucher for the same user is fine.
     let other = seckill_voucher(&pool, 5).await;
@@ -63,7 +63,7 @@ async fn a_reused_order_id_is_not_mistaken_for_a_duplicate_order(pool: MySqlPool
         .await
         .expect_err("primary key");
     assert_eq!(unique_violation(&err).as_deref(), Some("PRIMARY"));
-    let mapped = Err::<(), _>(err).on_unique(UNIQUE_ORDER_INDEX, || ApiError::DuplicateOrder);
+    let mapped = Err::<(), _>(err).on_unique(UNIQUE_ORDER_INDEX, || ApiError::DuplicateOrder(None));
     assert!(matches!(mapped, Err(ApiError::Internal(_))));
 }
 

@@ -341,3 +341,68 @@ async fn a_group_with_a_duplicate_a_lost_lock_and_a_refused_row_commits_only_the
         .unwrap();
     assert!(!holders.contains(&lost.0) && !holders.contains(&refused.0), "{holders:?}");
 }
+
+#[tokio::test]
+async fn a_duplicate_answer_names_the_order_held_and_mine_lists_the_orders_newest_first() {
+    let app = TestApp::spawn().await;
+    let vouchers = [app.open_seckill(5).await, app.open_seckill(5).await, app.open_seckill(5).await];
+    let (_, token) = app.seed_users(1).await.remove(0);
+    let mut placed = Vec::new();
+    for voucher in vouchers {
+        placed.push(expect_ok(app.order(voucher, &token).await).await["data"].as_str().unwrap().to_owned());
+    }
+    let again = expect_error(app.order(vouchers[1], &token).await, StatusCode::CONFLICT, "DUPLICATE_ORDER").await;
+    assert_eq!(again["data"], placed[1].as_str(), "the order held: {again}");
+
+    let page = expect_ok(app.get("/voucher-order/mine?page=1&pageSize=2", Some(&token)).await).await;
+    assert_eq!(page["total"], 3);
+    let ids: Vec<&str> = page["data"].as_array().unwrap().iter().map(|o| o["id"].as_str().unwrap()).collect();
+    assert_eq!(ids, [placed[2].as_str(), placed[1].as_str()], "newest first");
+    let rest = expect_ok(app.get("/voucher-order/mine?page=2&pageSize=2", Some(&token)).await).await;
+    assert_eq!(rest["data"][0]["id"], placed[0].as_str());
+    assert_eq!(rest["data"].as_array().unwrap().len(), 1);
+    for bad in ["?page=0", "?pageSize=101", "?page=x", "?size=3"] {
+        expect_error(
+            app.get(&format!("/voucher-order/mine{bad}"), Some(&token)).await,
+            StatusCode::BAD_REQUEST,
+            "VALIDATION",
+        )
+        .await;
+    }
+    expect_error(app.get("/voucher-order/mine", None).await, StatusCode::UNAUTHORIZED, "UNAUTHORIZED").await;
+}
+
+/// The connection to MariaDB dies right after it carried the order's
+/// COMMIT: MariaDB committed, the app never heard so.
+async fn a_lost_commit_answer_is_looked_up(batch: usize) {
+    let proxy = common::proxy::Proxy::to_database().await;
+    let app = TestApp::spawn_with(|c| {
+        c.database_url = c.database_url.replace(&common::database_server_url(), &proxy.url());
+        c.order_batch_max = batch;
+    })
+    .await;
+    let voucher = app.open_seckill(5).await;
+    let (user_id, token) = app.seed_users(1).await.remove(0);
+
+    proxy.cut_after(b"COMMIT");
+    let placed = expect_ok(app.order(voucher, &token).await).await;
+    assert!(proxy.fired(), "the commit's answer was cut off");
+    let order_id: i64 = placed["data"].as_str().unwrap().parse().unwrap();
+    let row: Option<u64> = sqlx::query_scalar("SELECT user_id FROM tb_voucher_order WHERE id = ?")
+        .bind(order_id)
+        .fetch_optional(&app.db)
+        .await
+        .unwrap();
+    assert_eq!(row, Some(user_id), "told placed, and it is");
+    assert_eq!(app.stock_of(voucher).await, 4);
+}
+
+#[tokio::test]
+async fn an_order_whose_commit_answer_is_lost_is_looked_up_and_answered_as_placed() {
+    a_lost_commit_answer_is_looked_up(1).await;
+}
+
+#[tokio::test]
+async fn a_group_whose_commit_answer_is_lost_is_looked_up_and_answered_as_placed() {
+    a_lost_commit_answer_is_looked_up(64).await;
+}

@@ -23,8 +23,8 @@ pub struct Envelope<T> {
 }
 
 impl<T> Envelope<T> {
-    pub fn failure(msg: String, code: &'static str) -> Self {
-        Self { success: false, data: None, total: None, error_msg: Some(msg), error_code: Some(code) }
+    pub fn failure(msg: String, code: &'static str, data: Option<T>) -> Self {
+        Self { success: false, data, total: None, error_msg: Some(msg), error_code: Some(code) }
     }
 }
 
@@ -41,6 +41,11 @@ impl<T> Reply<T> {
 impl<T> Reply<Vec<T>> {
     pub fn list(items: Vec<T>) -> Self {
         let total = items.len() as u64;
+        Self::page(items, total)
+    }
+
+    /// One page of a longer list: `total` counts them all.
+    pub fn page(items: Vec<T>, total: u64) -> Self {
         let mut ok = Self::data(items);
         ok.0.total = Some(total);
         ok

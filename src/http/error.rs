@@ -27,8 +27,9 @@ pub enum ApiError {
     Ended,
     #[error("sold out")]
     SoldOut,
+    /// With the id of the order the user holds, when it is known.
     #[error("you already hold an order for this voucher")]
-    DuplicateOrder,
+    DuplicateOrder(Option<i64>),
     #[error("{0}")]
     TooManyRequests(&'static str),
     /// A dependency (MariaDB, Redis) cannot be reached; the cause is logged.
@@ -63,7 +64,7 @@ impl ApiError {
             Self::Forbidden => StatusCode::FORBIDDEN,
             Self::NotFound(_) => StatusCode::NOT_FOUND,
             Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
-            Self::NotStarted | Self::Ended | Self::SoldOut | Self::DuplicateOrder => StatusCode::CONFLICT,
+            Self::NotStarted | Self::Ended | Self::SoldOut | Self::DuplicateOrder(_) => StatusCode::CONFLICT,
             Self::TooManyRequests(_) => StatusCode::TOO_MANY_REQUESTS,
             Self::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
@@ -80,7 +81,7 @@ impl ApiError {
             Self::NotStarted => "NOT_STARTED",
             Self::Ended => "ENDED",
             Self::SoldOut => "SOLD_OUT",
-            Self::DuplicateOrder => "DUPLICATE_ORDER",
+            Self::DuplicateOrder(_) => "DUPLICATE_ORDER",
             Self::TooManyRequests(_) => "TOO_MANY_REQUESTS",
             Self::Unavailable(_) => "UNAVAILABLE",
             Self::Internal(_) => "INTERNAL",
@@ -99,7 +100,13 @@ impl IntoResponse for ApiError {
             }
             _ => {}
         }
-        let body = Envelope::<()>::failure(self.to_string(), self.code());
+        // The order a duplicate ran into, so a client told "failed" after a
+        // lost answer can find it. Order ids are strings on the wire.
+        let data = match &self {
+            Self::DuplicateOrder(Some(id)) => Some(id.to_string()),
+            _ => None,
+        };
+        let body = Envelope::failure(self.to_string(), self.code(), data);
         (self.status(), body).into_response()
     }
 }

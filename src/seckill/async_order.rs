@@ -54,7 +54,12 @@ pub(super) async fn place(state: &AppState, user_id: u64, voucher_id: u64) -> Ap
             1 if first_try => load(&state.db, &mut redis, &state.keys, voucher_id).await?,
             2 => return Err(ApiError::NotStarted),
             3 => return Err(ApiError::Ended),
-            4 => return Err(ApiError::DuplicateOrder),
+            // The id when the order already has its row; a pending one's
+            // is not looked for (it is in no index by user).
+            4 => {
+                let held = super::order::held_by(&state.db, user_id, voucher_id).await.ok().flatten();
+                return Err(ApiError::DuplicateOrder(held));
+            }
             5 => return Err(ApiError::SoldOut),
             other => {
                 return Err(ApiError::internal(anyhow::anyhow!(

@@ -31,7 +31,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::{
     Gate,
-    sync_order::{self, Reservation},
+    sync_order::{self, Reservation, settle_lost_commit, with_held_order},
 };
 use crate::http::{ApiError, ApiResult};
 
@@ -185,8 +185,8 @@ async fn commit_group(committer: &GroupCommitter, gate: &Gate, voucher_id: u64, 
                 for (i, member) in group_taken.into_iter().enumerate() {
                     let answer = if winners.contains(&i) {
                         Ok(())
-                    } else if duplicates.contains(&i) {
-                        Err(ApiError::DuplicateOrder)
+                    } else if let Some(&held) = duplicates.get(&i) {
+                        Err(ApiError::DuplicateOrder(held))
                     } else {
                         Err(ApiError::SoldOut)
                     };
@@ -202,6 +202,29 @@ async fn commit_group(committer: &GroupCommitter, gate: &Gate, voucher_id: u64, 
                 committer.stats.retried_one_by_one.fetch_add(1, Relaxed);
                 for member in group_taken {
                     let answer = one_by_one(&committer.db, gate, voucher_id, &member).await;
+                    let _ = member.reply.send(answer);
+                }
+                return;
+            }
+            Err(GroupError::CommitFailed(order_ids, err)) => {
+                let settled = settle_lost_commit(&committer.db, &order_ids, err).await;
+                if settled.is_ok() {
+                    committer.stats.groups.fetch_add(1, Relaxed);
+                    committer.stats.committed.fetch_add(order_ids.len() as u64, Relaxed);
+                }
+                let unavailable = matches!(settled, Err(ApiError::Unavailable(_)));
+                for member in group_taken {
+                    let answer = if settled.is_ok() && order_ids.contains(&member.order_id) {
+                        Ok(())
+                    } else if settled.is_ok() {
+                        // Not in the committed orders: a duplicate or sold
+                        // out, which a retry of the request tells.
+                        Err(ApiError::Unavailable(anyhow::anyhow!("the group's answer was lost")))
+                    } else if unavailable {
+                        Err(ApiError::Unavailable(anyhow::anyhow!("the group's commit failed or is unknown")))
+                    } else {
+                        Err(ApiError::internal(anyhow::anyhow!("the group's commit failed")))
+                    };
                     let _ = member.reply.send(answer);
                 }
                 return;
@@ -232,9 +255,10 @@ fn answer_all(group: Vec<Member>, err: impl Fn() -> ApiError) {
 enum GroupOutcome {
     /// Indexes into the group: committed, and refused as duplicates; the
     /// rest were sold out.
+    /// Duplicates carry the id of the order the user holds.
     Committed {
         winners: HashSet<usize>,
-        duplicates: HashSet<usize>,
+        duplicates: HashMap<usize, Option<i64>>,
         stock_left: i64,
     },
     LockLost,
@@ -244,7 +268,7 @@ enum GroupOutcome {
 struct Prepared {
     tx: Transaction<'static, MySql>,
     winners: Vec<usize>,
-    duplicates: HashSet<usize>,
+    duplicates: HashMap<usize, Option<i64>>,
     stock_left: i64,
 }
 
@@ -254,7 +278,10 @@ impl Prepared {
         if self.winners.iter().any(|&i| group[i].lost.is_cancelled()) {
             return Ok(GroupOutcome::LockLost);
         }
-        self.tx.commit().await?;
+        if let Err(err) = self.tx.commit().await {
+            let order_ids: Vec<i64> = self.winners.iter().map(|&i| group[i].order_id).collect();
+            return Err(GroupError::CommitFailed(order_ids, err));
+        }
         Ok(GroupOutcome::Committed {
             winners: self.winners.into_iter().collect(),
             duplicates: self.duplicates,
@@ -271,6 +298,8 @@ async fn any_lost(group: &[Member]) {
 enum GroupError {
     /// The insert was refused (a constraint, a trigger): some row is bad.
     Refused(sqlx::Error),
+    /// The `COMMIT` of these orders failed; it may have happened anyway.
+    CommitFailed(Vec<i64>, sqlx::Error),
     Other(sqlx::Error),
 }
 
@@ -288,20 +317,23 @@ async fn prepare_group(db: &MySqlPool, voucher_id: u64, group: &[Member]) -> Res
         .fetch_one(&mut *tx)
         .await?;
     let mut holders: QueryBuilder<MySql> =
-        QueryBuilder::new("SELECT user_id FROM tb_voucher_order WHERE voucher_id = ");
+        QueryBuilder::new("SELECT user_id, id FROM tb_voucher_order WHERE voucher_id = ");
     holders.push_bind(voucher_id).push(" AND user_id IN ");
     holders.push_tuples(group, |mut row, m| {
         row.push_bind(m.user_id);
     });
-    let holding: HashSet<u64> = holders.build_query_scalar().fetch_all(&mut *tx).await?.into_iter().collect();
+    let holding: HashMap<u64, i64> =
+        holders.build_query_as::<(u64, i64)>().fetch_all(&mut *tx).await?.into_iter().collect();
 
     // In arrival order; a user twice in one group (impossible under the
     // per-user lock) would be a duplicate the second time.
     let mut seen = HashSet::new();
-    let (mut candidates, mut duplicates) = (Vec::new(), HashSet::new());
+    let (mut candidates, mut duplicates) = (Vec::new(), HashMap::new());
     for (i, m) in group.iter().enumerate() {
-        if holding.contains(&m.user_id) || !seen.insert(m.user_id) {
-            duplicates.insert(i);
+        if let Some(&held) = holding.get(&m.user_id) {
+            duplicates.insert(i, Some(held));
+        } else if !seen.insert(m.user_id) {
+            duplicates.insert(i, None);
         } else {
             candidates.push(i);
         }
@@ -338,9 +370,10 @@ async fn prepare_group(db: &MySqlPool, voucher_id: u64, group: &[Member]) -> Res
 
 /// The design card's transaction for one member of a refused group.
 async fn one_by_one(db: &MySqlPool, gate: &Gate, voucher_id: u64, member: &Member) -> ApiResult<()> {
-    let tx = match sync_order::reserve(db, member.user_id, voucher_id, member.order_id).await? {
+    let reservation = sync_order::reserve(db, member.user_id, voucher_id, member.order_id).await;
+    let tx = match with_held_order(db, member.user_id, voucher_id, reservation).await? {
         Reservation::Made(tx) => tx,
-        Reservation::AlreadyOrdered => return Err(ApiError::DuplicateOrder),
+        Reservation::AlreadyOrdered(held) => return Err(ApiError::DuplicateOrder(Some(held))),
         Reservation::SoldOut => {
             gate.mark_sold_out();
             return Err(ApiError::SoldOut);
@@ -350,6 +383,8 @@ async fn one_by_one(db: &MySqlPool, gate: &Gate, voucher_id: u64, member: &Membe
         drop(tx);
         return Err(sync_order::lock_lost());
     }
-    tx.commit().await?;
-    Ok(())
+    match tx.commit().await {
+        Ok(()) => Ok(()),
+        Err(err) => settle_lost_commit(db, &[member.order_id], err).await,
+    }
 }

@@ -31,10 +31,15 @@ pub use group_commit::{GroupCommitter, GroupStats};
 pub use order::{OrderState, OrderView};
 pub use reconcile::{Reconciliation, reconcile};
 
+use serde::Deserialize;
+
 use crate::{
     auth::CurrentUser,
     config::SeckillMode,
-    http::{ApiError, ApiResult, Reply, extract::Path},
+    http::{
+        ApiError, ApiResult, Reply,
+        extract::{Path, Query},
+    },
     state::AppState,
 };
 
@@ -46,6 +51,7 @@ pub const UNIQUE_ORDER_INDEX: &str = "uk_user_voucher";
 pub fn user_routes() -> Router<AppState> {
     Router::new()
         .route("/voucher-order/seckill/{voucher_id}", post(place_order))
+        .route("/voucher-order/mine", get(my_orders))
         .route("/voucher-order/{order_id}", get(show_order))
 }
 
@@ -85,4 +91,29 @@ async fn show_order(
         .await?
         .ok_or(ApiError::NotFound("no such order"))?;
     Ok(Reply::data(order))
+}
+
+const MAX_PAGE_SIZE: u32 = 100;
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct PageQuery {
+    page: Option<u32>,
+    page_size: Option<u32>,
+}
+
+/// The user's orders with their rows, newest first, a page at a time
+/// (`page` from 1, `pageSize` up to 100, default 10); `total` counts all.
+async fn my_orders(
+    State(state): State<AppState>,
+    user: CurrentUser,
+    Query(query): Query<PageQuery>,
+) -> ApiResult<Reply<Vec<OrderView>>> {
+    let page = query.page.unwrap_or(1);
+    let size = query.page_size.unwrap_or(10);
+    if page == 0 || !(1..=MAX_PAGE_SIZE).contains(&size) {
+        return Err(ApiError::validation(format!("page starts at 1 and pageSize is 1 to {MAX_PAGE_SIZE}")));
+    }
+    let (orders, total) = order::list_owned(&state.db, user.id, page, size).await?;
+    Ok(Reply::page(orders, total))
 }

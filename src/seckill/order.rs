@@ -13,6 +13,14 @@ use crate::{
     keys::Keys,
 };
 
+/// The columns of `OrderView`, as a literal for `concat!`: the SQL stays a
+/// compile-time string.
+macro_rules! order_columns {
+    () => {
+        "id, user_id, voucher_id, pay_type, status, create_time, pay_time, use_time, refund_time, update_time"
+    };
+}
+
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum OrderState {
@@ -66,10 +74,11 @@ pub async fn find_owned(
     if let Some(view) = in_redis(redis, keys, &active, order_id, user_id, OrderState::Pending).await? {
         return Ok(Some(view));
     }
-    let row = sqlx::query_as::<_, OrderView>(
-        "SELECT id, user_id, voucher_id, pay_type, status, create_time, pay_time, use_time, refund_time, update_time
-         FROM tb_voucher_order WHERE id = ? AND user_id = ?",
-    )
+    let row = sqlx::query_as::<_, OrderView>(concat!(
+        "SELECT ",
+        order_columns!(),
+        " FROM tb_voucher_order WHERE id = ? AND user_id = ?"
+    ))
     .bind(order_id)
     .bind(user_id)
     .fetch_optional(db)
@@ -120,6 +129,62 @@ async fn in_redis(
         }));
     }
     Ok(None)
+}
+
+/// The user's orders that have their row, newest first (ids grow with
+/// time), and how many there are in all.
+pub async fn list_owned(db: &MySqlPool, user_id: u64, page: u32, per_page: u32) -> ApiResult<(Vec<OrderView>, u64)> {
+    let offset = u64::from(page.saturating_sub(1)) * u64::from(per_page);
+    let orders = sqlx::query_as::<_, OrderView>(concat!(
+        "SELECT ",
+        order_columns!(),
+        " FROM tb_voucher_order WHERE user_id = ? ORDER BY id DESC LIMIT ? OFFSET ?"
+    ))
+    .bind(user_id)
+    .bind(per_page)
+    .bind(offset)
+    .fetch_all(db)
+    .await?;
+    let total: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM tb_voucher_order WHERE user_id = ?")
+        .bind(user_id)
+        .fetch_one(db)
+        .await?;
+    Ok((orders, total.max(0) as u64))
+}
+
+/// The id of the order the user holds for the voucher, if it has its row.
+pub async fn held_by(db: &MySqlPool, user_id: u64, voucher_id: u64) -> sqlx::Result<Option<i64>> {
+    sqlx::query_scalar("SELECT id FROM tb_voucher_order WHERE user_id = ? AND voucher_id = ? LIMIT 1")
+        .bind(user_id)
+        .bind(voucher_id)
+        .fetch_optional(db)
+        .await
+}
+
+/// How many times, and how far apart, a commit whose answer was lost is
+/// looked up: a connection that died at the commit often means a database
+/// that is restarting.
+const CONFIRM_TRIES: u32 = 5;
+const CONFIRM_PAUSE: std::time::Duration = std::time::Duration::from_millis(200);
+
+/// After a `COMMIT` whose answer was lost (the connection died on it), which
+/// of these orders MariaDB has: the commit may have happened, and a user
+/// must never be told "failed" about an order that exists. `None` while
+/// MariaDB cannot be asked.
+pub async fn confirm_committed(db: &MySqlPool, order_ids: &[i64]) -> Option<std::collections::HashSet<i64>> {
+    for attempt in 1..=CONFIRM_TRIES {
+        let mut query: sqlx::QueryBuilder<sqlx::MySql> =
+            sqlx::QueryBuilder::new("SELECT id FROM tb_voucher_order WHERE id IN ");
+        query.push_tuples(order_ids, |mut row, id| {
+            row.push_bind(*id);
+        });
+        match query.build_query_scalar::<i64>().fetch_all(db).await {
+            Ok(found) => return Some(found.into_iter().collect()),
+            Err(err) => tracing::warn!(attempt, error = %err, "looking up orders after a lost commit answer failed"),
+        }
+        tokio::time::sleep(CONFIRM_PAUSE).await;
+    }
+    None
 }
 
 fn as_string<S: Serializer>(id: &i64, s: S) -> Result<S::Ok, S::Error> {

@@ -10,7 +10,7 @@ use std::{sync::Arc, time::Duration};
 
 use sqlx::{MySql, MySqlPool, Transaction};
 
-use super::{Gate, UNIQUE_ORDER_INDEX};
+use super::{Gate, UNIQUE_ORDER_INDEX, order};
 use crate::{
     http::{ApiError, ApiResult, error::ResultExt},
     lock::{Holder, LockGuard},
@@ -66,11 +66,11 @@ async fn under_lock(
         let reservation = tokio::select! {
             biased;
             () = guard.lost() => return Err(lock_lost()),
-            reservation = reserve(&state.db, user_id, voucher_id, order_id) => reservation?,
+            reservation = reserve(&state.db, user_id, voucher_id, order_id) => reservation,
         };
-        let tx = match reservation {
+        let tx = match with_held_order(&state.db, user_id, voucher_id, reservation).await? {
             Reservation::Made(tx) => tx,
-            Reservation::AlreadyOrdered => return Err(ApiError::DuplicateOrder),
+            Reservation::AlreadyOrdered(held) => return Err(ApiError::DuplicateOrder(Some(held))),
             Reservation::SoldOut => {
                 gate.mark_sold_out();
                 return Err(ApiError::SoldOut);
@@ -80,10 +80,43 @@ async fn under_lock(
             drop(tx);
             return Err(lock_lost());
         }
-        tx.commit().await?;
+        if let Err(err) = tx.commit().await {
+            settle_lost_commit(&state.db, &[order_id], err).await?;
+        }
     }
     tracing::debug!(order_id, user_id, voucher_id, fence = guard.fencing_token(), "order placed");
     Ok(order_id)
+}
+
+/// A `COMMIT` failed, perhaps after MariaDB applied it (the connection died
+/// on the way back): the orders are looked up before anyone is told
+/// anything. `Ok` when they were committed after all.
+pub(super) async fn settle_lost_commit(db: &MySqlPool, order_ids: &[i64], err: sqlx::Error) -> ApiResult<()> {
+    tracing::warn!(?order_ids, error = %err, "a commit failed; looking its orders up before answering");
+    match order::confirm_committed(db, order_ids).await {
+        Some(found) if order_ids.iter().all(|id| found.contains(id)) => {
+            tracing::info!(?order_ids, "the commit had happened; answered as placed");
+            Ok(())
+        }
+        Some(_) => Err(err.into()),
+        None => Err(ApiError::Unavailable(anyhow::anyhow!("the commit's outcome is unknown: {err}"))),
+    }
+}
+
+/// A duplicate found only by the unique index comes without the id of the
+/// order the user holds; look it up, so the answer can carry it.
+pub(super) async fn with_held_order(
+    db: &MySqlPool,
+    user_id: u64,
+    voucher_id: u64,
+    reservation: ApiResult<Reservation>,
+) -> ApiResult<Reservation> {
+    match reservation {
+        Err(ApiError::DuplicateOrder(None)) => {
+            Err(ApiError::DuplicateOrder(order::held_by(db, user_id, voucher_id).await.ok().flatten()))
+        }
+        other => other,
+    }
 }
 
 pub(super) fn lock_lost() -> ApiError {
@@ -96,7 +129,8 @@ pub(super) enum Reservation {
     /// Stock taken and the row inserted, in this open transaction: the
     /// caller commits only if it still holds the user's lock.
     Made(Transaction<'static, MySql>),
-    AlreadyOrdered,
+    /// The id of the order the user holds.
+    AlreadyOrdered(i64),
     SoldOut,
 }
 
@@ -108,8 +142,8 @@ pub(super) async fn reserve(db: &MySqlPool, user_id: u64, voucher_id: u64, order
             .bind(voucher_id)
             .fetch_optional(&mut *tx)
             .await?;
-    if existing.is_some() {
-        return Ok(Reservation::AlreadyOrdered);
+    if let Some(held) = existing {
+        return Ok(Reservation::AlreadyOrdered(held));
     }
     let taken = sqlx::query("UPDATE tb_seckill_voucher SET stock = stock - 1 WHERE voucher_id = ? AND stock > 0")
         .bind(voucher_id)
@@ -127,6 +161,6 @@ pub(super) async fn reserve(db: &MySqlPool, user_id: u64, voucher_id: u64, order
         .bind(voucher_id)
         .execute(&mut *tx)
         .await
-        .on_unique(UNIQUE_ORDER_INDEX, || ApiError::DuplicateOrder)?;
+        .on_unique(UNIQUE_ORDER_INDEX, || ApiError::DuplicateOrder(None))?;
     Ok(Reservation::Made(tx))
 }

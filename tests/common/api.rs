@@ -150,7 +150,14 @@ pub async fn expect_error(resp: Response, status: StatusCode, code: &str) -> Val
     assert_eq!(body["success"], false, "body: {body}");
     assert_eq!(body["errorCode"], code, "body: {body}");
     assert!(body["errorMsg"].as_str().is_some_and(|m| !m.is_empty()), "body: {body}");
-    assert!(body.get("data").is_none(), "body: {body}");
+    // Only a duplicate says something more: the id of the order held.
+    match body.get("data") {
+        None => {}
+        Some(id) if code == "DUPLICATE_ORDER" => {
+            assert!(id.as_str().is_some_and(|id| id.parse::<i64>().is_ok()), "order id string: {body}")
+        }
+        Some(_) => panic!("a failure with data: {body}"),
+    }
     body
 }
 

@@ -1,10 +1,19 @@
-//! A TCP proxy a test can cut (and restore), to make a client lose Redis
-//! the way a crashed or partitioned instance would, while the test's own
-//! client keeps it.
+//! A TCP proxy a test can cut (and restore), to make a client lose Redis or
+//! MariaDB the way a crashed or partitioned instance would, while the
+//! test's own client keeps it. It can also cut one connection right after
+//! forwarding a given request (`cut_after`): the server gets the request
+//! whole, the client never hears the answer.
 
-use std::net::SocketAddr;
+use std::{
+    net::SocketAddr,
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicBool, Ordering},
+    },
+};
 
 use tokio::{
+    io::{AsyncReadExt, AsyncWriteExt},
     net::{TcpListener, TcpStream},
     sync::watch,
 };
@@ -13,47 +22,66 @@ pub struct Proxy {
     addr: SocketAddr,
     /// True while traffic passes.
     up: watch::Sender<bool>,
-    /// REDIS_URL, to be pointed at the proxy with everything else kept.
-    redis_url: reqwest::Url,
+    /// The next connection to send this is cut once it has been forwarded.
+    cut_after: Arc<Mutex<Option<Vec<u8>>>>,
+    fired: Arc<AtomicBool>,
+    /// The URL it stands in for, to be pointed at the proxy.
+    url: reqwest::Url,
 }
 
 impl Proxy {
     /// A proxy in front of the Redis that REDIS_URL names.
     pub async fn to_redis() -> Self {
-        let url = reqwest::Url::parse(&super::redis_url()).expect("REDIS_URL is a URL");
-        let host = url.host_str().expect("REDIS_URL names a host").to_owned();
-        let port = url.port().unwrap_or(6379);
-        let target = tokio::net::lookup_host((host.as_str(), port)).await.unwrap().next().expect("Redis address");
+        Self::to_url(&super::redis_url(), 6379).await
+    }
+
+    /// A proxy in front of the MariaDB server of DATABASE_URL.
+    pub async fn to_database() -> Self {
+        Self::to_url(&super::database_server_url(), 3306).await
+    }
+
+    async fn to_url(url: &str, default_port: u16) -> Self {
+        let url = reqwest::Url::parse(url).expect("a URL");
+        let host = url.host_str().expect("the URL names a host").to_owned();
+        let port = url.port().unwrap_or(default_port);
+        let target = tokio::net::lookup_host((host.as_str(), port)).await.unwrap().next().expect("an address");
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let (up, _) = watch::channel(true);
         let state = up.subscribe();
+        let cut_after: Arc<Mutex<Option<Vec<u8>>>> = Arc::default();
+        let fired = Arc::new(AtomicBool::new(false));
+        let (armed, fired_flag) = (cut_after.clone(), fired.clone());
         tokio::spawn(async move {
             loop {
-                let Ok((mut inbound, _)) = listener.accept().await else { return };
+                let Ok((inbound, _)) = listener.accept().await else { return };
                 let mut state = state.clone();
                 if !*state.borrow_and_update() {
                     continue; // cut: the connection is dropped at once
                 }
+                let (armed, fired) = (armed.clone(), fired_flag.clone());
                 tokio::spawn(async move {
-                    let Ok(mut outbound) = TcpStream::connect(target).await else { return };
+                    let Ok(outbound) = TcpStream::connect(target).await else { return };
                     tokio::select! {
                         _ = state.wait_for(|up| !up) => {}
-                        _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound) => {}
+                        () = pipe(inbound, outbound, armed, fired) => {}
                     }
                 });
             }
         });
-        Self { addr, up, redis_url: url }
+        Self { addr, up, cut_after, fired, url }
     }
 
-    /// The Redis URL that goes through this proxy (credentials and database
-    /// number as in REDIS_URL).
-    pub fn redis_url(&self) -> String {
-        let mut url = self.redis_url.clone();
+    /// The URL through this proxy, credentials and path as in the original.
+    pub fn url(&self) -> String {
+        let mut url = self.url.clone();
         url.set_ip_host(self.addr.ip()).unwrap();
         url.set_port(Some(self.addr.port())).unwrap();
-        url.to_string()
+        url.to_string().trim_end_matches('/').to_owned()
+    }
+
+    pub fn redis_url(&self) -> String {
+        self.url()
     }
 
     /// Drops every connection and every new one until `restore`.
@@ -64,5 +92,71 @@ impl Proxy {
     /// Lets traffic through again (clients reconnect by themselves).
     pub fn restore(&self) {
         self.up.send_replace(true);
+    }
+
+    /// The next connection whose client sends `pattern` is closed right
+    /// after those bytes were passed on.
+    pub fn cut_after(&self, pattern: &[u8]) {
+        *self.cut_after.lock().unwrap() = Some(pattern.to_vec());
+    }
+
+    /// Whether `cut_after` has fired.
+    pub fn fired(&self) -> bool {
+        self.fired.load(Ordering::SeqCst)
+    }
+}
+
+async fn pipe(inbound: TcpStream, outbound: TcpStream, armed: Arc<Mutex<Option<Vec<u8>>>>, fired: Arc<AtomicBool>) {
+    let (mut client_read, mut client_write) = inbound.into_split();
+    let (mut server_read, mut server_write) = outbound.into_split();
+    // Set before the matching bytes go out: from then on the client hears
+    // nothing from the server.
+    let silenced = AtomicBool::new(false);
+    let upstream = async {
+        let mut buf = vec![0u8; 64 * 1024];
+        loop {
+            let n = match client_read.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => n,
+            };
+            let hit = {
+                let mut armed = armed.lock().unwrap();
+                let hit = armed.as_ref().is_some_and(|p| buf[..n].windows(p.len()).any(|w| w == p.as_slice()));
+                if hit {
+                    *armed = None;
+                    silenced.store(true, Ordering::SeqCst);
+                }
+                hit
+            };
+            if server_write.write_all(&buf[..n]).await.is_err() {
+                return;
+            }
+            if hit {
+                // Let the server read and act on it, then the client loses
+                // the connection without an answer.
+                tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+                fired.store(true, Ordering::SeqCst);
+                return;
+            }
+        }
+    };
+    let downstream = async {
+        let mut buf = vec![0u8; 64 * 1024];
+        loop {
+            let n = match server_read.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => n,
+            };
+            if silenced.load(Ordering::SeqCst) {
+                continue;
+            }
+            if client_write.write_all(&buf[..n]).await.is_err() {
+                return;
+            }
+        }
+    };
+    tokio::select! {
+        () = upstream => {}
+        () = downstream => {}
     }
 }
