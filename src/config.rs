@@ -47,6 +47,17 @@ pub struct Config {
     #[arg(long, env = "HOT_ROW_PERMITS", default_value_t = 8)]
     pub hot_row_permits: usize,
 
+    /// Orders of one instance that may wait for one voucher's row (or for
+    /// their group) at once; beyond that an order is answered 503 at once.
+    #[arg(long, env = "HOT_ROW_QUEUE_MAX", default_value_t = 4_096)]
+    pub hot_row_queue_max: usize,
+
+    /// How long an order may take before it gives up, answered 503 with
+    /// nothing committed. Shorter than nginx's `proxy_read_timeout` (30 s),
+    /// so the client hears the truth rather than nginx's 504.
+    #[arg(long, env = "REQUEST_DEADLINE_MS", default_value_t = 10_000)]
+    pub request_deadline_ms: u64,
+
     /// Lease of the per-user order lock, renewed every third of it while
     /// held (Redisson's 30 s). Shorter frees a crashed instance's locks
     /// sooner and costs more renewals.
@@ -109,6 +120,8 @@ impl std::fmt::Debug for Config {
             .field("redis_key_prefix", &self.redis_key_prefix)
             .field("db_max_connections", &self.db_max_connections)
             .field("hot_row_permits", &self.hot_row_permits)
+            .field("hot_row_queue_max", &self.hot_row_queue_max)
+            .field("request_deadline_ms", &self.request_deadline_ms)
             .field("lock_watchdog_ttl_ms", &self.lock_watchdog_ttl_ms)
             .field("seckill_mode", &self.seckill_mode)
             .field("order_batch_max", &self.order_batch_max)
@@ -169,6 +182,12 @@ impl Config {
         if self.hot_row_permits == 0 {
             anyhow::bail!("HOT_ROW_PERMITS must be at least 1");
         }
+        if self.hot_row_queue_max == 0 {
+            anyhow::bail!("HOT_ROW_QUEUE_MAX must be at least 1");
+        }
+        if !(100..=25_000).contains(&self.request_deadline_ms) {
+            anyhow::bail!("REQUEST_DEADLINE_MS must be between 100 and 25000 (nginx waits 30 s)");
+        }
         if self.order_batch_max == 0 || self.order_batch_max > 5_000 {
             anyhow::bail!("ORDER_BATCH_MAX must be between 1 and 5000");
         }
@@ -207,6 +226,8 @@ mod tests {
             redis_key_prefix: String::new(),
             db_max_connections: 32,
             hot_row_permits: 8,
+            hot_row_queue_max: 4_096,
+            request_deadline_ms: 10_000,
             lock_watchdog_ttl_ms: 30_000,
             seckill_mode: SeckillMode::Sync,
             order_batch_max: 64,

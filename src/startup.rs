@@ -94,7 +94,7 @@ pub async fn build_state(config: Config) -> anyhow::Result<AppState> {
             redis.clone(),
             LockConfig { watchdog_ttl: Duration::from_millis(config.lock_watchdog_ttl_ms) },
         ),
-        gates: VoucherGates::new(config.hot_row_permits),
+        gates: VoucherGates::new(config.hot_row_permits, config.hot_row_queue_max),
         group_commit: GroupCommitter::new(
             db.clone(),
             config.order_batch_max,

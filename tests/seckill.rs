@@ -406,3 +406,71 @@ async fn an_order_whose_commit_answer_is_lost_is_looked_up_and_answered_as_place
 async fn a_group_whose_commit_answer_is_lost_is_looked_up_and_answered_as_placed() {
     a_lost_commit_answer_is_looked_up(64).await;
 }
+
+/// An order stuck behind a held row gives up at its deadline: 503, and
+/// nothing is committed after the answer, even once the row frees.
+async fn an_order_past_its_deadline_gives_up(batch: usize) {
+    let app = TestApp::spawn_with(|c| {
+        c.request_deadline_ms = 500;
+        c.order_batch_max = batch;
+    })
+    .await;
+    let voucher = app.open_seckill(5).await;
+    let (user_id, token) = app.seed_users(1).await.remove(0);
+    let blocker = hold_stock_row(&app, voucher).await;
+
+    let answered = tokio::time::timeout(std::time::Duration::from_secs(5), app.order(voucher, &token))
+        .await
+        .expect("answered while the row is still held");
+    expect_error(answered, StatusCode::SERVICE_UNAVAILABLE, "UNAVAILABLE").await;
+    blocker.rollback().await.unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    assert_eq!(app.orders_of(voucher).await, (0, 0), "nothing committed after the answer");
+    assert_eq!(app.stock_of(voucher).await, 5);
+    let locked: bool = app.redis.clone().exists(app.keys.order_lock(user_id)).await.unwrap();
+    assert!(!locked, "the lock is released");
+    expect_ok(app.order(voucher, &token).await).await;
+}
+
+#[tokio::test]
+async fn an_order_past_its_deadline_is_answered_503_and_never_committed() {
+    an_order_past_its_deadline_gives_up(1).await;
+}
+
+#[tokio::test]
+async fn a_grouped_order_past_its_deadline_is_answered_503_and_never_committed() {
+    an_order_past_its_deadline_gives_up(64).await;
+}
+
+#[tokio::test]
+async fn beyond_the_queue_bound_orders_are_refused_at_once() {
+    let app = TestApp::spawn_with(|c| {
+        c.order_batch_max = 1;
+        c.hot_row_permits = 1;
+        c.hot_row_queue_max = 2;
+    })
+    .await;
+    let voucher = app.open_seckill(10).await;
+    let users = app.seed_users(6).await;
+    let tokens: Vec<&str> = users.iter().map(|(_, t)| t.as_str()).collect();
+    let blocker = hold_stock_row(&app, voucher).await;
+    let release = async {
+        tokio::time::sleep(std::time::Duration::from_millis(1_000)).await;
+        blocker.rollback().await.unwrap();
+    };
+    let (outcomes, ()) = tokio::join!(app.order_all(voucher, &tokens), release);
+    let counts = tally(&outcomes);
+    assert_eq!(counts.get("OK"), Some(&2), "two fit the queue: {counts:?}");
+    assert_eq!(counts.get("UNAVAILABLE"), Some(&4), "{counts:?}");
+    assert_eq!(app.orders_of(voucher).await, (2, 2));
+}
+
+#[tokio::test]
+async fn an_unknown_voucher_is_remembered_so_a_flood_of_it_does_not_reach_mariadb() {
+    let app = TestApp::spawn().await;
+    let (_, token) = app.seed_users(1).await.remove(0);
+    expect_error(app.order(424_242, &token).await, StatusCode::NOT_FOUND, "NOT_FOUND").await;
+    // With MariaDB gone, only the memory can answer.
+    app.db.close().await;
+    expect_error(app.order(424_242, &token).await, StatusCode::NOT_FOUND, "NOT_FOUND").await;
+}

@@ -112,11 +112,14 @@ async fn with_one_instance_killed_nginx_keeps_serving_and_orders_stay_correct() 
     // Bring it back, as the stack was.
     let up = std::process::Command::new("bash").args(["scripts/stack", "up"]).output().unwrap();
     assert!(up.status.success(), "{}", String::from_utf8_lossy(&up.stderr));
-    // nginx keeps a failed instance out for its fail_timeout (3 s); after
-    // that both serve again.
+    // `up` reloaded nginx: its old workers closed the idle keep-alive
+    // connections this client had, so it connects afresh. nginx keeps a
+    // failed instance out for its fail_timeout (3 s); after that both serve
+    // again.
+    let client = Api::new(env("HMDP_BASE_URL"), env("ADMIN_KEY"), 4);
     let mut seen = BTreeSet::new();
     for _ in 0..40 {
-        let resp = stack.api.get("/health", None).await;
+        let resp = client.get("/health", None).await;
         seen.insert(resp.headers()["x-instance"].to_str().unwrap().to_owned());
         if seen.len() == 2 {
             break;

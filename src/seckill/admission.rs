@@ -13,9 +13,11 @@ use std::{
     collections::HashMap,
     sync::{
         Arc, Mutex,
-        atomic::{AtomicBool, Ordering},
+        atomic::{AtomicBool, AtomicUsize, Ordering},
     },
 };
+
+use std::time::{Duration, Instant};
 
 use chrono::NaiveDateTime;
 use sqlx::MySqlPool;
@@ -23,10 +25,18 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::http::{ApiError, ApiResult};
 
+/// How long an id found missing is answered 404 without a look at MariaDB.
+const MISSING_MEMORY: Duration = Duration::from_secs(5);
+/// Missing ids remembered at most.
+const MISSING_MAX: usize = 10_000;
+
 #[derive(Clone)]
 pub struct VoucherGates {
     permits_per_voucher: usize,
+    queue_max: usize,
     gates: Arc<Mutex<HashMap<u64, Arc<Gate>>>>,
+    /// Ids recently found to be no seckill voucher, and when.
+    missing: Arc<Mutex<HashMap<u64, Instant>>>,
 }
 
 /// The sale window of a seckill voucher, in UTC.
@@ -40,6 +50,18 @@ pub struct Gate {
     pub window: SaleWindow,
     row: Arc<Semaphore>,
     sold_out: AtomicBool,
+    /// Orders of this instance waiting for the row (or for their group).
+    waiting: AtomicUsize,
+    queue_max: usize,
+}
+
+/// A place in a gate's queue, given back when dropped.
+pub struct QueueSlot(Arc<Gate>);
+
+impl Drop for QueueSlot {
+    fn drop(&mut self) {
+        self.0.waiting.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 impl Gate {
@@ -56,6 +78,17 @@ impl Gate {
             return Err(ApiError::SoldOut);
         }
         Ok(())
+    }
+
+    /// A place in the queue for the voucher's row, or 503 when
+    /// `HOT_ROW_QUEUE_MAX` orders already wait: beyond that an order would
+    /// only wait out its deadline.
+    pub fn queue_slot(self: &Arc<Self>) -> ApiResult<QueueSlot> {
+        if self.waiting.fetch_add(1, Ordering::AcqRel) >= self.queue_max {
+            self.waiting.fetch_sub(1, Ordering::AcqRel);
+            return Err(ApiError::Unavailable(anyhow::anyhow!("too many orders wait for this voucher's row")));
+        }
+        Ok(QueueSlot(self.clone()))
     }
 
     /// Waits for a turn at the voucher's row.
@@ -77,8 +110,27 @@ impl Gate {
 }
 
 impl VoucherGates {
-    pub fn new(permits_per_voucher: usize) -> Self {
-        Self { permits_per_voucher, gates: Arc::default() }
+    pub fn new(permits_per_voucher: usize, queue_max: usize) -> Self {
+        Self { permits_per_voucher, queue_max, gates: Arc::default(), missing: Arc::default() }
+    }
+
+    /// True for a voucher id found missing less than `MISSING_MEMORY` ago.
+    pub fn recently_missing(&self, voucher_id: u64) -> bool {
+        let missing = self.missing.lock().expect("missing vouchers poisoned");
+        missing.get(&voucher_id).is_some_and(|seen| seen.elapsed() < MISSING_MEMORY)
+    }
+
+    /// Remembers an id that is no seckill voucher, so a flood of requests
+    /// for it does not reach MariaDB; the memory is bounded.
+    pub fn remember_missing(&self, voucher_id: u64) {
+        let mut missing = self.missing.lock().expect("missing vouchers poisoned");
+        if missing.len() >= MISSING_MAX {
+            missing.retain(|_, seen| seen.elapsed() < MISSING_MEMORY);
+            if missing.len() >= MISSING_MAX {
+                missing.clear();
+            }
+        }
+        missing.insert(voucher_id, Instant::now());
     }
 
     /// The voucher's gate, read from the database the first time this
@@ -87,12 +139,18 @@ impl VoucherGates {
         if let Some(gate) = self.gates.lock().expect("voucher gates poisoned").get(&voucher_id) {
             return Ok(gate.clone());
         }
+        if self.recently_missing(voucher_id) {
+            return Err(ApiError::NotFound("no such seckill voucher"));
+        }
         let row: Option<(i32, NaiveDateTime, NaiveDateTime)> =
             sqlx::query_as("SELECT stock, begin_time, end_time FROM tb_seckill_voucher WHERE voucher_id = ?")
                 .bind(voucher_id)
                 .fetch_optional(db)
                 .await?;
-        let (stock, begin, end) = row.ok_or(ApiError::NotFound("no such seckill voucher"))?;
+        let Some((stock, begin, end)) = row else {
+            self.remember_missing(voucher_id);
+            return Err(ApiError::NotFound("no such seckill voucher"));
+        };
         Ok(self.insert(voucher_id, SaleWindow { begin, end }, stock))
     }
 
@@ -108,6 +166,8 @@ impl VoucherGates {
                     window,
                     row: Arc::new(Semaphore::new(self.permits_per_voucher)),
                     sold_out: AtomicBool::new(false),
+                    waiting: AtomicUsize::new(0),
+                    queue_max: self.queue_max,
                 })
             })
             .clone();

@@ -31,6 +31,9 @@ const STAGE_CHUNK: usize = 5_000;
 
 /// Decides one order in Redis; returns its id once it is queued.
 pub(super) async fn place(state: &AppState, user_id: u64, voucher_id: u64) -> ApiResult<i64> {
+    if state.gates.recently_missing(voucher_id) {
+        return Err(ApiError::NotFound("no such seckill voucher"));
+    }
     let order_id = state.order_ids.next().await.map_err(|e| ApiError::dependency(e.is_unavailable(), e))?;
     let keys = state.keys.seckill(voucher_id);
     let mut redis = state.redis.clone();
@@ -51,7 +54,13 @@ pub(super) async fn place(state: &AppState, user_id: u64, voucher_id: u64) -> Ap
                 tracing::debug!(order_id, user_id, voucher_id, "order accepted");
                 return Ok(order_id);
             }
-            1 if first_try => load(&state.db, &mut redis, &state.keys, voucher_id).await?,
+            1 if first_try => {
+                let loaded = load(&state.db, &mut redis, &state.keys, voucher_id).await;
+                if let Err(ApiError::NotFound(_)) = loaded {
+                    state.gates.remember_missing(voucher_id);
+                }
+                loaded?
+            }
             2 => return Err(ApiError::NotStarted),
             3 => return Err(ApiError::Ended),
             // The id when the order already has its row; a pending one's

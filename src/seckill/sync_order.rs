@@ -9,6 +9,7 @@
 use std::{sync::Arc, time::Duration};
 
 use sqlx::{MySql, MySqlPool, Transaction};
+use tokio_util::sync::CancellationToken;
 
 use super::{Gate, UNIQUE_ORDER_INDEX, order};
 use crate::{
@@ -38,7 +39,19 @@ async fn place_under_lock(state: &AppState, gate: &Arc<Gate>, user_id: u64, vouc
         .map_err(|e| ApiError::dependency(e.is_unavailable(), e))?
         .ok_or(ApiError::TooManyRequests("another order of yours is in progress"))?;
 
-    let placed = under_lock(state, gate, user_id, voucher_id, &guard).await;
+    // Stops the order like a lost lock does: at the deadline, or when the
+    // lock is lost, whichever comes first.
+    let stop = guard.lost_token();
+    let deadline = Duration::from_millis(state.config.request_deadline_ms);
+    let expire = tokio::spawn({
+        let stop = stop.clone();
+        async move {
+            tokio::time::sleep(deadline).await;
+            stop.cancel();
+        }
+    });
+    let placed = under_lock(state, gate, user_id, voucher_id, &guard, &stop).await;
+    expire.abort();
     // Released after the commit or rollback, never before.
     if let Err(err) = guard.unlock().await {
         tracing::warn!(error = %err, "releasing the order lock failed; its lease will free it");
@@ -52,20 +65,26 @@ async fn under_lock(
     user_id: u64,
     voucher_id: u64,
     guard: &LockGuard,
+    stop: &CancellationToken,
 ) -> ApiResult<i64> {
     if gate.is_sold_out() {
         return Err(ApiError::SoldOut);
     }
+    let _slot = gate.queue_slot()?;
     let order_id = state.order_ids.next().await.map_err(|e| ApiError::dependency(e.is_unavailable(), e))?;
     if state.config.order_batch_max > 1 {
-        state.group_commit.commit(gate, voucher_id, user_id, order_id, guard.lost_token()).await?;
+        state.group_commit.commit(gate, voucher_id, user_id, order_id, stop.clone()).await?;
     } else {
-        let _turn = gate.enter().await;
-        // If the lock is lost mid-transaction, the transaction is dropped,
-        // which rolls it back.
+        let _turn = tokio::select! {
+            biased;
+            () = stop.cancelled() => return Err(lock_lost()),
+            turn = gate.enter() => turn,
+        };
+        // If the lock is lost (or the deadline passes) mid-transaction, the
+        // transaction is dropped, which rolls it back.
         let reservation = tokio::select! {
             biased;
-            () = guard.lost() => return Err(lock_lost()),
+            () = stop.cancelled() => return Err(lock_lost()),
             reservation = reserve(&state.db, user_id, voucher_id, order_id) => reservation,
         };
         let tx = match with_held_order(&state.db, user_id, voucher_id, reservation).await? {
@@ -76,7 +95,7 @@ async fn under_lock(
                 return Err(ApiError::SoldOut);
             }
         };
-        if guard.is_lost() {
+        if stop.is_cancelled() {
             drop(tx);
             return Err(lock_lost());
         }
@@ -119,8 +138,12 @@ pub(super) async fn with_held_order(
     }
 }
 
+/// The order stopped before its commit: its lock was lost or its deadline
+/// passed. Nothing was committed.
 pub(super) fn lock_lost() -> ApiError {
-    ApiError::Unavailable(anyhow::anyhow!("the order lock was lost before the commit; rolled back"))
+    ApiError::Unavailable(anyhow::anyhow!(
+        "the order lost its lock or ran out of time before the commit; nothing was committed"
+    ))
 }
 
 /// What the order's statements found. `SoldOut` means MariaDB reported a

@@ -48,6 +48,8 @@ pub fn test_config() -> (Config, String, String) {
         redis_key_prefix: prefix.clone(),
         db_max_connections: 32,
         hot_row_permits: 8,
+        hot_row_queue_max: 4_096,
+        request_deadline_ms: 10_000,
         lock_watchdog_ttl_ms: 30_000,
         seckill_mode: hmdp::config::SeckillMode::Sync,
         // scripts/test runs the seckill tests once more with ORDER_BATCH_MAX=1.
