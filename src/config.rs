@@ -81,6 +81,27 @@ pub struct Config {
     #[arg(long, env = "ORDER_BATCH_WAIT_MS", default_value_t = 0)]
     pub order_batch_wait_ms: u64,
 
+    /// SMS codes sent to one phone per day, across instances.
+    #[arg(long, env = "SMS_CODES_PER_PHONE_DAY", default_value_t = 10)]
+    pub sms_codes_per_phone_day: u64,
+
+    /// Wrong codes tried for one phone per day; past it, logins of that
+    /// phone are refused until the day's window ends.
+    #[arg(long, env = "LOGIN_FAILURES_PER_PHONE_DAY", default_value_t = 20)]
+    pub login_failures_per_phone_day: u64,
+
+    /// Code requests from one client address per hour.
+    #[arg(long, env = "SMS_CODES_PER_ADDR_HOUR", default_value_t = 30)]
+    pub sms_codes_per_addr_hour: u64,
+
+    /// Login attempts from one client address per hour.
+    #[arg(long, env = "LOGINS_PER_ADDR_HOUR", default_value_t = 60)]
+    pub logins_per_addr_hour: u64,
+
+    /// Order requests of one user per 10 s, per instance.
+    #[arg(long, env = "ORDERS_PER_USER_10S", default_value_t = 20)]
+    pub orders_per_user_10s: u64,
+
     /// Development only: log each SMS code at INFO (there is no SMS
     /// provider). Off, a code never reaches a log: whoever reads the logs
     /// could log in as anyone.
@@ -127,6 +148,11 @@ impl std::fmt::Debug for Config {
             .field("order_batch_max", &self.order_batch_max)
             .field("order_batch_wait_ms", &self.order_batch_wait_ms)
             .field("log_sms_codes", &self.log_sms_codes)
+            .field("sms_codes_per_phone_day", &self.sms_codes_per_phone_day)
+            .field("login_failures_per_phone_day", &self.login_failures_per_phone_day)
+            .field("sms_codes_per_addr_hour", &self.sms_codes_per_addr_hour)
+            .field("logins_per_addr_hour", &self.logins_per_addr_hour)
+            .field("orders_per_user_10s", &self.orders_per_user_10s)
             .field("order_id_block", &self.order_id_block)
             .field("async_batch_max", &self.async_batch_max)
             .field("async_claim_idle_ms", &self.async_claim_idle_ms)
@@ -182,6 +208,16 @@ impl Config {
         if self.hot_row_permits == 0 {
             anyhow::bail!("HOT_ROW_PERMITS must be at least 1");
         }
+        let limits = [
+            self.sms_codes_per_phone_day,
+            self.login_failures_per_phone_day,
+            self.sms_codes_per_addr_hour,
+            self.logins_per_addr_hour,
+            self.orders_per_user_10s,
+        ];
+        if limits.contains(&0) {
+            anyhow::bail!("rate limits must be at least 1");
+        }
         if self.hot_row_queue_max == 0 {
             anyhow::bail!("HOT_ROW_QUEUE_MAX must be at least 1");
         }
@@ -233,6 +269,11 @@ mod tests {
             order_batch_max: 64,
             order_batch_wait_ms: 0,
             log_sms_codes: false,
+            sms_codes_per_phone_day: 10,
+            login_failures_per_phone_day: 20,
+            sms_codes_per_addr_hour: 30,
+            logins_per_addr_hour: 60,
+            orders_per_user_10s: 20,
             order_id_block: 100,
             async_batch_max: 500,
             async_claim_idle_ms: 5_000,

@@ -42,6 +42,12 @@ impl Keys {
         format!("{}icr:order:{day}", self.prefix)
     }
 
+    /// A rate limit's window counter: `what` is the limit, `subject` whom
+    /// it counts (a phone, a client address, a user id).
+    pub fn rate(&self, what: &str, subject: &str) -> String {
+        format!("{}rate:{what}:{subject}", self.prefix)
+    }
+
     /// The braces are literal: a Redis Cluster hash tag.
     pub fn order_lock(&self, user_id: u64) -> String {
         format!("{}lock:order:{{{user_id}}}", self.prefix)

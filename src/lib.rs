@@ -11,6 +11,7 @@ pub mod http;
 pub mod ids;
 pub mod keys;
 pub mod lock;
+pub mod ratelimit;
 pub mod seckill;
 pub mod startup;
 pub mod state;

@@ -20,6 +20,7 @@ use crate::{
     ids::OrderIdGenerator,
     keys::Keys,
     lock::{LockConfig, LockService},
+    ratelimit::{Limit, LocalUserLimiter, RateLimiter},
     seckill::{CONSUMER_BLOCK, Consumer, GroupCommitter, VoucherGates},
     state::AppState,
 };
@@ -67,8 +68,9 @@ impl Application {
         let stop = CancellationToken::new();
         let consumer = self.consumer.map(|c| tokio::spawn(c.run(stop.clone())));
         let group_commit = self.state.group_commit.clone();
-        let served =
-            axum::serve(self.listener, app(self.state)).with_graceful_shutdown(shutdown).await.context("serving HTTP");
+        // The peer address is the client's when no nginx stands in front.
+        let service = app(self.state).into_make_service_with_connect_info::<std::net::SocketAddr>();
+        let served = axum::serve(self.listener, service).with_graceful_shutdown(shutdown).await.context("serving HTTP");
         let groups = group_commit.stats();
         if groups.groups > 0 {
             tracing::info!(?groups, mean = groups.committed as f64 / groups.groups as f64, "group commit totals");
@@ -100,6 +102,8 @@ pub async fn build_state(config: Config) -> anyhow::Result<AppState> {
             config.order_batch_max,
             Duration::from_millis(config.order_batch_wait_ms),
         ),
+        limits: RateLimiter::new(redis.clone(), keys.clone()),
+        order_limit: LocalUserLimiter::new(Limit::per(config.orders_per_user_10s, Duration::from_secs(10))),
         tokens: TokenKeys::new(config.jwt_secret.as_bytes()),
         sessions: SessionStore::new(redis.clone(), keys.clone()),
         codes: CodeStore::new(redis.clone(), keys.clone(), config.log_sms_codes),

@@ -13,6 +13,7 @@ use crate::{
     ids::OrderIdGenerator,
     keys::Keys,
     lock::LockService,
+    ratelimit::{LocalUserLimiter, RateLimiter},
     seckill::{GroupCommitter, VoucherGates},
 };
 
@@ -30,6 +31,8 @@ pub struct AppState {
     pub locks: LockService,
     pub gates: VoucherGates,
     pub group_commit: GroupCommitter,
+    pub limits: RateLimiter,
+    pub order_limit: LocalUserLimiter,
 }
 
 impl AppState {

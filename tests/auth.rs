@@ -221,3 +221,77 @@ async fn a_request_slides_the_session_ttl() {
     assert!(after > before, "ttl before {before}, after {after}");
     assert!(after > 1700, "slid back to 30 min, got {after}");
 }
+
+/// A 429 in the envelope with a `Retry-After` of at least one second and at
+/// most `window`.
+async fn expect_rate_limited(resp: reqwest::Response, window: u64) {
+    let retry_after: u64 = resp
+        .headers()
+        .get("retry-after")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse().ok())
+        .expect("a Retry-After header");
+    assert!((1..=window).contains(&retry_after), "Retry-After {retry_after}");
+    expect_error(resp, StatusCode::TOO_MANY_REQUESTS, "TOO_MANY_REQUESTS").await;
+}
+
+#[tokio::test]
+async fn codes_per_phone_are_limited_per_day_whatever_the_cooldown() {
+    let app = TestApp::spawn_with(|c| c.sms_codes_per_phone_day = 2).await;
+    let target = phone(30);
+    for _ in 0..2 {
+        expect_ok(app.send_code(&target).await).await;
+        app.redis.clone().del::<_, ()>(app.keys.login_code_cooldown(&target)).await.unwrap();
+    }
+    expect_rate_limited(app.send_code(&target).await, 24 * 3600).await;
+    expect_ok(app.send_code(&phone(31)).await).await;
+}
+
+#[tokio::test]
+async fn codes_per_client_address_are_limited_per_hour() {
+    let app = TestApp::spawn_with(|c| c.sms_codes_per_addr_hour = 3).await;
+    for i in 0..3 {
+        expect_ok(app.send_code(&phone(40 + i)).await).await;
+    }
+    expect_rate_limited(app.send_code(&phone(43)).await, 3600).await;
+    // Another client behind nginx (which sets X-Real-IP) has its own count.
+    let other = app.client.post(app.url(&format!("/user/code?phone={}", phone(44)))).header("x-real-ip", "10.1.2.3");
+    expect_ok(other.send().await.unwrap()).await;
+}
+
+#[tokio::test]
+async fn wrong_codes_per_phone_are_limited_per_day_even_across_new_codes() {
+    let app = TestApp::spawn_with(|c| c.login_failures_per_phone_day = 3).await;
+    let target = phone(50);
+    expect_ok(app.send_code(&target).await).await;
+    for _ in 0..3 {
+        expect_error(app.post_login(&target, "000000").await, StatusCode::UNAUTHORIZED, "UNAUTHORIZED").await;
+    }
+    // A fresh code buys no more guesses today, and even the right one is
+    // refused until the window ends.
+    app.redis.clone().del::<_, ()>(app.keys.login_code_cooldown(&target)).await.unwrap();
+    expect_ok(app.send_code(&target).await).await;
+    let code = app.stored_code(&target).await.unwrap();
+    expect_rate_limited(app.post_login(&target, &code).await, 24 * 3600).await;
+}
+
+#[tokio::test]
+async fn logins_per_client_address_are_limited_per_hour() {
+    let app = TestApp::spawn_with(|c| c.logins_per_addr_hour = 2).await;
+    for i in 0..2 {
+        expect_error(app.post_login(&phone(60 + i), "123456").await, StatusCode::UNAUTHORIZED, "UNAUTHORIZED").await;
+    }
+    expect_rate_limited(app.post_login(&phone(62), "123456").await, 3600).await;
+}
+
+#[tokio::test]
+async fn orders_per_user_are_limited() {
+    let app = TestApp::spawn_with(|c| c.orders_per_user_10s = 3).await;
+    let voucher = app.open_seckill(5).await;
+    let (_, token) = app.seed_users(1).await.remove(0);
+    expect_ok(app.order(voucher, &token).await).await;
+    for _ in 0..2 {
+        expect_error(app.order(voucher, &token).await, StatusCode::CONFLICT, "DUPLICATE_ORDER").await;
+    }
+    expect_rate_limited(app.order(voucher, &token).await, 10).await;
+}

@@ -21,10 +21,14 @@ pub use users::find_or_create_by_phone;
 use crate::{
     http::{
         ApiError, ApiResult, Reply,
-        extract::{Json, Query},
+        extract::{ClientAddr, Json, Query},
     },
+    ratelimit::Limit,
     state::AppState,
 };
+
+const HOUR: std::time::Duration = std::time::Duration::from_secs(3600);
+const DAY: std::time::Duration = std::time::Duration::from_secs(24 * 3600);
 
 /// Routes anyone may call.
 pub fn public_routes() -> Router<AppState> {
@@ -46,12 +50,21 @@ struct PhoneQuery {
     phone: String,
 }
 
+/// Limited per client address (every request) and per phone (codes sent),
+/// in Redis, so the limits hold across instances.
 async fn send_code(
     State(state): State<AppState>,
+    ClientAddr(addr): ClientAddr,
     Query(PhoneQuery { phone }): Query<PhoneQuery>,
 ) -> ApiResult<Reply<()>> {
+    let config = &state.config;
+    let per_addr = Limit::per(config.sms_codes_per_addr_hour, HOUR);
+    state.limits.hit("code:addr", &addr, per_addr, "too many codes requested from this address; try later").await?;
     let phone = validate_phone(&phone)?;
+    let per_phone = Limit::per(config.sms_codes_per_phone_day, DAY);
+    state.limits.check("code:phone", phone, per_phone, "too many codes sent to this phone today").await?;
     state.codes.issue(phone).await?;
+    state.limits.count("code:phone", phone, DAY).await?;
     Ok(Reply::done())
 }
 
@@ -61,12 +74,28 @@ struct LoginForm {
     code: String,
 }
 
-async fn login(State(state): State<AppState>, Json(form): Json<LoginForm>) -> ApiResult<Reply<String>> {
+/// Limited per client address (every attempt) and per phone (wrong codes
+/// per day): a new code no longer buys an attacker five more guesses.
+async fn login(
+    State(state): State<AppState>,
+    ClientAddr(addr): ClientAddr,
+    Json(form): Json<LoginForm>,
+) -> ApiResult<Reply<String>> {
+    let config = &state.config;
+    let per_addr = Limit::per(config.logins_per_addr_hour, HOUR);
+    state.limits.hit("login:addr", &addr, per_addr, "too many logins from this address; try later").await?;
     let phone = validate_phone(&form.phone)?;
     if form.code.len() != code::CODE_LEN || !form.code.bytes().all(|b| b.is_ascii_digit()) {
         return Err(ApiError::validation("code must be 6 digits"));
     }
-    state.codes.consume(phone, &form.code).await?;
+    let failures = Limit::per(config.login_failures_per_phone_day, DAY);
+    state.limits.check("login:fail", phone, failures, "too many wrong codes for this phone today").await?;
+    if let Err(err) = state.codes.consume(phone, &form.code).await {
+        if matches!(err, ApiError::Unauthorized(_)) {
+            state.limits.count("login:fail", phone, DAY).await?;
+        }
+        return Err(err);
+    }
     let user = users::find_or_create_by_phone(&state.db, phone).await?;
     let session_id = state.sessions.create(&user).await?;
     let token = state.tokens.issue(user.id, &session_id).map_err(ApiError::internal)?;

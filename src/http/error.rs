@@ -32,6 +32,9 @@ pub enum ApiError {
     DuplicateOrder(Option<i64>),
     #[error("{0}")]
     TooManyRequests(&'static str),
+    /// A rate limit; the number is `Retry-After` in seconds.
+    #[error("{0}")]
+    RateLimited(&'static str, u64),
     /// A dependency (MariaDB, Redis) cannot be reached; the cause is logged.
     #[error("service unavailable")]
     Unavailable(#[source] anyhow::Error),
@@ -65,7 +68,7 @@ impl ApiError {
             Self::NotFound(_) => StatusCode::NOT_FOUND,
             Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             Self::NotStarted | Self::Ended | Self::SoldOut | Self::DuplicateOrder(_) => StatusCode::CONFLICT,
-            Self::TooManyRequests(_) => StatusCode::TOO_MANY_REQUESTS,
+            Self::TooManyRequests(_) | Self::RateLimited(..) => StatusCode::TOO_MANY_REQUESTS,
             Self::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
@@ -82,7 +85,7 @@ impl ApiError {
             Self::Ended => "ENDED",
             Self::SoldOut => "SOLD_OUT",
             Self::DuplicateOrder(_) => "DUPLICATE_ORDER",
-            Self::TooManyRequests(_) => "TOO_MANY_REQUESTS",
+            Self::TooManyRequests(_) | Self::RateLimited(..) => "TOO_MANY_REQUESTS",
             Self::Unavailable(_) => "UNAVAILABLE",
             Self::Internal(_) => "INTERNAL",
         }
@@ -107,7 +110,11 @@ impl IntoResponse for ApiError {
             _ => None,
         };
         let body = Envelope::failure(self.to_string(), self.code(), data);
-        (self.status(), body).into_response()
+        let mut response = (self.status(), body).into_response();
+        if let Self::RateLimited(_, retry_after) = &self {
+            response.headers_mut().insert(axum::http::header::RETRY_AFTER, (*retry_after).into());
+        }
+        response
     }
 }
 

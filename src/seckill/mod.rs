@@ -60,6 +60,7 @@ async fn place_order(
     user: CurrentUser,
     Path(voucher_id): Path<u64>,
 ) -> ApiResult<Reply<String>> {
+    state.order_limit.hit(user.id, "too many orders; slow down")?;
     let order_id = match state.config.seckill_mode {
         SeckillMode::Sync => {
             let gate = state.gates.get_or_load(&state.db, voucher_id).await?;

@@ -56,6 +56,12 @@ pub fn test_config() -> (Config, String, String) {
         order_batch_max: std::env::var("ORDER_BATCH_MAX").ok().and_then(|v| v.parse().ok()).unwrap_or(64),
         order_batch_wait_ms: 0,
         log_sms_codes: false,
+        // Generous: the limit tests set their own.
+        sms_codes_per_phone_day: 10_000,
+        login_failures_per_phone_day: 10_000,
+        sms_codes_per_addr_hour: 10_000,
+        logins_per_addr_hour: 10_000,
+        orders_per_user_10s: 10_000,
         order_id_block: 100,
         async_batch_max: 500,
         async_claim_idle_ms: 5_000,

@@ -1,0 +1,110 @@
+//! Rate limits that hold across every instance: fixed windows counted in
+//! Redis (`INCR`, the window's TTL set by the first hit, `TTL` for
+//! `Retry-After`, in one `MULTI`). A store, like the session store: it
+//! takes a connection and key names, nothing else of the app.
+
+use std::time::Duration;
+
+use redis::aio::ConnectionManager;
+
+use crate::{
+    http::{ApiError, ApiResult},
+    keys::Keys,
+};
+
+/// One limit: at most `max` hits per `window`.
+#[derive(Debug, Clone, Copy)]
+pub struct Limit {
+    pub max: u64,
+    pub window: Duration,
+}
+
+impl Limit {
+    pub const fn per(max: u64, window: Duration) -> Self {
+        Self { max, window }
+    }
+}
+
+#[derive(Clone)]
+pub struct RateLimiter {
+    redis: ConnectionManager,
+    keys: Keys,
+}
+
+impl RateLimiter {
+    pub fn new(redis: ConnectionManager, keys: Keys) -> Self {
+        Self { redis, keys }
+    }
+
+    /// Counts a hit of `subject` against `what`; 429 with `Retry-After` once
+    /// the window holds more than `limit.max`.
+    pub async fn hit(&self, what: &'static str, subject: &str, limit: Limit, refusal: &'static str) -> ApiResult<()> {
+        let (count, ttl) = self.count(what, subject, limit.window).await?;
+        if count > limit.max {
+            return Err(ApiError::RateLimited(refusal, ttl.max(1) as u64));
+        }
+        Ok(())
+    }
+
+    /// Whether `subject` is already over `limit` for `what`, without
+    /// counting a hit (for limits counted only on failure).
+    pub async fn check(&self, what: &'static str, subject: &str, limit: Limit, refusal: &'static str) -> ApiResult<()> {
+        let key = self.keys.rate(what, subject);
+        let (count, ttl): (Option<u64>, i64) =
+            redis::pipe().get(&key).ttl(&key).query_async(&mut self.redis.clone()).await?;
+        if count.unwrap_or(0) >= limit.max {
+            return Err(ApiError::RateLimited(refusal, ttl.max(1) as u64));
+        }
+        Ok(())
+    }
+
+    /// Counts a hit and returns (hits in the window, seconds it has left).
+    pub async fn count(&self, what: &'static str, subject: &str, window: Duration) -> ApiResult<(u64, i64)> {
+        let key = self.keys.rate(what, subject);
+        let (count, ttl): (u64, i64) = redis::pipe()
+            .atomic()
+            .incr(&key, 1)
+            .cmd("EXPIRE")
+            .arg(&key)
+            .arg(window.as_secs().max(1))
+            .arg("NX")
+            .ignore()
+            .ttl(&key)
+            .query_async(&mut self.redis.clone())
+            .await?;
+        Ok((count, ttl))
+    }
+}
+
+/// A per-user limit kept in this instance's memory (a keyed GCRA from
+/// `governor`): no round trip on the hot order path, at the price of
+/// counting per instance, so behind two instances a user gets at most
+/// twice the limit.
+#[derive(Clone)]
+pub struct LocalUserLimiter {
+    limiter: std::sync::Arc<governor::DefaultKeyedRateLimiter<u64>>,
+    hits: std::sync::Arc<std::sync::atomic::AtomicU64>,
+}
+
+/// Forget idle users every this many hits, so the map stays small.
+const RETAIN_EVERY: u64 = 4_096;
+
+impl LocalUserLimiter {
+    pub fn new(limit: Limit) -> Self {
+        let max = std::num::NonZeroU32::new(u32::try_from(limit.max).unwrap_or(u32::MAX).max(1)).expect("at least 1");
+        let period = (limit.window / max.get()).max(Duration::from_nanos(1));
+        let quota = governor::Quota::with_period(period).expect("a positive period").allow_burst(max);
+        Self { limiter: std::sync::Arc::new(governor::RateLimiter::dashmap(quota)), hits: Default::default() }
+    }
+
+    pub fn hit(&self, user_id: u64, refusal: &'static str) -> ApiResult<()> {
+        use governor::clock::{Clock, DefaultClock};
+        if self.hits.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % RETAIN_EVERY == RETAIN_EVERY - 1 {
+            self.limiter.retain_recent();
+        }
+        self.limiter.check_key(&user_id).map_err(|not_until| {
+            let wait = not_until.wait_time_from(DefaultClock::default().now());
+            ApiError::RateLimited(refusal, wait.as_secs().max(1))
+        })
+    }
+}
