@@ -193,24 +193,12 @@ async fn the_unique_index_has_the_last_word_when_the_check_is_bypassed() {
     assert_eq!(app.stock_of(voucher).await, 5, "the whole transaction rolled back");
 }
 
-/// Holds the voucher's stock row from outside, so an order blocks at its
-/// UPDATE until the returned transaction ends.
-async fn hold_stock_row(app: &TestApp, voucher: u64) -> sqlx::Transaction<'static, sqlx::MySql> {
-    let mut tx = app.db.begin().await.unwrap();
-    sqlx::query("SELECT stock FROM tb_seckill_voucher WHERE voucher_id = ? FOR UPDATE")
-        .bind(voucher)
-        .execute(&mut *tx)
-        .await
-        .unwrap();
-    tx
-}
-
 #[tokio::test]
 async fn an_order_whose_lock_is_lost_mid_transaction_rolls_back() {
     let app = TestApp::spawn_with(|c| c.lock_watchdog_ttl_ms = 300).await;
     let voucher = app.open_seckill(5).await;
     let (user_id, token) = app.seed_users(1).await.remove(0);
-    let blocker = hold_stock_row(&app, voucher).await;
+    let blocker = app.hold_stock_row(voucher).await;
 
     let order = tokio::spawn({
         let (client, url, token) =
@@ -246,7 +234,7 @@ async fn a_graceful_shutdown_finishes_the_order_in_flight() {
     let mut app = TestApp::spawn().await;
     let voucher = app.open_seckill(5).await;
     let (_, token) = app.seed_users(1).await.remove(0);
-    let blocker = hold_stock_row(&app, voucher).await;
+    let blocker = app.hold_stock_row(voucher).await;
 
     let order = tokio::spawn({
         let (client, url) = (app.client.clone(), app.url(&format!("/voucher-order/seckill/{voucher}")));
@@ -417,7 +405,7 @@ async fn an_order_past_its_deadline_gives_up(batch: usize) {
     .await;
     let voucher = app.open_seckill(5).await;
     let (user_id, token) = app.seed_users(1).await.remove(0);
-    let blocker = hold_stock_row(&app, voucher).await;
+    let blocker = app.hold_stock_row(voucher).await;
 
     let answered = tokio::time::timeout(std::time::Duration::from_secs(5), app.order(voucher, &token))
         .await
@@ -453,7 +441,7 @@ async fn beyond_the_queue_bound_orders_are_refused_at_once() {
     let voucher = app.open_seckill(10).await;
     let users = app.seed_users(6).await;
     let tokens: Vec<&str> = users.iter().map(|(_, t)| t.as_str()).collect();
-    let blocker = hold_stock_row(&app, voucher).await;
+    let blocker = app.hold_stock_row(voucher).await;
     let release = async {
         tokio::time::sleep(std::time::Duration::from_millis(1_000)).await;
         blocker.rollback().await.unwrap();

@@ -14,7 +14,6 @@ use common::{TestApp, expect_error, expect_ok, tally};
 use hmdp::{config::SeckillMode, seckill::Reconciliation};
 use redis::AsyncCommands;
 use reqwest::StatusCode;
-use sqlx::Connection;
 
 /// Async mode with recovery bounds short enough for a test.
 async fn async_app() -> TestApp {
@@ -116,13 +115,7 @@ async fn an_order_is_pending_until_its_row_lands_then_confirmed() {
     let (user_id, token) = app.seed_users(1).await.remove(0);
 
     // Hold the voucher's row: the consumer's batch waits behind it.
-    let mut holder = sqlx::MySqlConnection::connect(&app.state.config.database_url).await.unwrap();
-    let mut held = holder.begin().await.unwrap();
-    sqlx::query("SELECT stock FROM tb_seckill_voucher WHERE voucher_id = ? FOR UPDATE")
-        .bind(voucher)
-        .fetch_one(&mut *held)
-        .await
-        .unwrap();
+    let held = app.hold_stock_row(voucher).await;
 
     let order_id = expect_ok(app.order(voucher, &token).await).await["data"].as_str().unwrap().to_owned();
     let shown = expect_ok(app.get(&format!("/voucher-order/{order_id}"), Some(&token)).await).await;
@@ -159,13 +152,7 @@ async fn a_poison_order_is_dead_lettered_and_compensated_while_the_rest_of_its_b
     .unwrap();
 
     // Hold the row so all ten land in one batch.
-    let mut holder = sqlx::MySqlConnection::connect(&app.state.config.database_url).await.unwrap();
-    let mut held = holder.begin().await.unwrap();
-    sqlx::query("SELECT stock FROM tb_seckill_voucher WHERE voucher_id = ? FOR UPDATE")
-        .bind(voucher)
-        .fetch_one(&mut *held)
-        .await
-        .unwrap();
+    let held = app.hold_stock_row(voucher).await;
     let tokens: Vec<&str> = users.iter().map(|(_, t)| t.as_str()).collect();
     let outcomes = app.order_all(voucher, &tokens).await;
     assert_eq!(tally(&outcomes).get("OK"), Some(&10), "all accepted: {outcomes:?}");
@@ -199,13 +186,7 @@ async fn keys_deleted_mid_sale_are_rebuilt_from_mariadb_once_without_an_oversell
 
     // The first fifty stay pending (not in MariaDB) while the keys are
     // rebuilt: the rebuild must count them from the pending hash.
-    let mut holder = sqlx::MySqlConnection::connect(&app.state.config.database_url).await.unwrap();
-    let mut held = holder.begin().await.unwrap();
-    sqlx::query("SELECT stock FROM tb_seckill_voucher WHERE voucher_id = ? FOR UPDATE")
-        .bind(voucher)
-        .fetch_one(&mut *held)
-        .await
-        .unwrap();
+    let held = app.hold_stock_row(voucher).await;
     let first = app.order_all(voucher, &tokens[..50]).await;
     assert_eq!(tally(&first).get("OK"), Some(&50));
     assert_eq!(app.orders_of(voucher).await, (0, 0), "still pending");
@@ -255,13 +236,7 @@ async fn entries_of_an_instance_killed_mid_batch_are_taken_over_by_the_other_and
     }
 
     // Its batch waits behind the held row; then it dies with the entries.
-    let mut holder = sqlx::MySqlConnection::connect(&config.database_url).await.unwrap();
-    let mut held = holder.begin().await.unwrap();
-    sqlx::query("SELECT stock FROM tb_seckill_voucher WHERE voucher_id = ? FOR UPDATE")
-        .bind(voucher)
-        .fetch_one(&mut *held)
-        .await
-        .unwrap();
+    let held = app.hold_stock_row(voucher).await;
     let tokens: Vec<&str> = users.iter().map(|(_, t)| t.as_str()).collect();
     let outcomes = doomed_api.order_all(voucher, &tokens).await;
     assert_eq!(tally(&outcomes).get("OK"), Some(&20), "{outcomes:?}");
