@@ -1,7 +1,11 @@
 //! What the database says after the run. The numbers are read, never
 //! inferred from the HTTP answers, so the audit can catch the service lying.
 
+use std::collections::{HashMap, HashSet};
+
 use hmdp::seckill::Reconciliation;
+
+use crate::report::Outcome;
 use serde::Serialize;
 use sqlx::MySqlPool;
 
@@ -43,6 +47,9 @@ pub struct Audit {
     /// Asynchronous mode: Redis against MariaDB once drained.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub redis: Option<Reconciliation>,
+    /// Every answer against its user's row, when the users' ids are known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub answers: Option<AnswerCheck>,
     pub passed: bool,
 }
 
@@ -80,12 +87,20 @@ impl Audit {
             new_orders,
             success_answers: successes,
             redis: None,
+            answers: None,
             passed: oversold == 0
                 && duplicate_pairs == 0
                 && balanced
                 && after.stock >= 0
                 && new_orders == successes as i64,
         }
+    }
+
+    /// Adds the per-user check; an answer that lied fails the audit.
+    pub fn with_answers(mut self, check: AnswerCheck) -> Self {
+        self.passed &= check.success_without_row == 0 && check.rows_told_failed == 0;
+        self.answers = Some(check);
+        self
     }
 
     /// Adds the comparison with Redis; drift fails the audit.
@@ -96,13 +111,23 @@ impl Audit {
     }
 
     pub fn render(&self) -> String {
+        let answers = self
+            .answers
+            .as_ref()
+            .map(|a| {
+                format!(
+                    "  success answers without their row {}\n  rows whose user was not told success {}\n",
+                    a.success_without_row, a.rows_told_failed
+                )
+            })
+            .unwrap_or_default();
         let redis = self
             .redis
             .as_ref()
             .map(|r| format!("Redis against MariaDB, after the drain\n  {}", r.render()))
             .unwrap_or_default();
         format!(
-            "Audit of voucher {} (from MariaDB)\n  initial stock          {}\n  orders                 {}\n  remaining stock        {}\n  oversold               {}\n  duplicate (user, voucher) pairs {}\n  stock + orders = initial  {}\n  orders created by this run {} / success answers {}\n{}  result                 {}\n",
+            "Audit of voucher {} (from MariaDB)\n  initial stock          {}\n  orders                 {}\n  remaining stock        {}\n  oversold               {}\n  duplicate (user, voucher) pairs {}\n  stock + orders = initial  {}\n  orders created by this run {} / success answers {}\n{}{}  result                 {}\n",
             self.voucher_id,
             self.initial_stock,
             self.orders,
@@ -112,10 +137,64 @@ impl Audit {
             if self.stock_plus_orders_is_initial { "yes" } else { "NO" },
             self.new_orders,
             self.success_answers,
+            answers,
             redis,
             if self.passed { "PASS" } else { "FAIL" },
         )
     }
+}
+
+/// Answers against rows, user by user: what a fault can make the service
+/// say wrongly.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AnswerCheck {
+    /// Success answers whose order id has no row.
+    pub success_without_row: u64,
+    /// Rows of this run's users who were never told success (nor told
+    /// `DUPLICATE_ORDER` with that very order's id).
+    pub rows_told_failed: u64,
+}
+
+/// `None` when some user's id is unknown (tokens without a `userId`).
+pub async fn check_answers(
+    db: &MySqlPool,
+    voucher: u64,
+    user_ids: &[Option<u64>],
+    answers: &[(usize, Outcome, Option<i64>)],
+) -> anyhow::Result<Option<AnswerCheck>> {
+    let Some(user_ids) = user_ids.iter().copied().collect::<Option<Vec<u64>>>() else { return Ok(None) };
+    let rows: HashMap<u64, i64> =
+        sqlx::query_as::<_, (u64, i64)>("SELECT user_id, id FROM tb_voucher_order WHERE voucher_id = ?")
+            .bind(voucher)
+            .fetch_all(db)
+            .await?
+            .into_iter()
+            .collect();
+    Ok(Some(judge_answers(&user_ids, &rows, answers)))
+}
+
+/// The verdict from the rows (user -> order id) and the answers alone.
+fn judge_answers(user_ids: &[u64], rows: &HashMap<u64, i64>, answers: &[(usize, Outcome, Option<i64>)]) -> AnswerCheck {
+    let row_ids: HashSet<i64> = rows.values().copied().collect();
+    let mut told: HashSet<u64> = HashSet::new();
+    let mut success_without_row = 0;
+    for &(user, outcome, order_id) in answers {
+        let user_id = user_ids[user];
+        match outcome {
+            Outcome::Success if order_id.is_some_and(|id| row_ids.contains(&id)) => {
+                told.insert(user_id);
+            }
+            Outcome::Success => success_without_row += 1,
+            Outcome::Duplicate if order_id.is_some() && rows.get(&user_id) == order_id.as_ref() => {
+                told.insert(user_id);
+            }
+            _ => {}
+        }
+    }
+    let ours: HashSet<u64> = user_ids.iter().copied().collect();
+    let rows_told_failed = rows.keys().filter(|u| ours.contains(u) && !told.contains(u)).count() as u64;
+    AnswerCheck { success_without_row, rows_told_failed }
 }
 
 #[cfg(test)]
@@ -126,6 +205,20 @@ mod tests {
         let before = Snapshot { stock: 100, orders: 0 };
         let after = Snapshot { stock: stock_after, orders: orders_after };
         Audit::judge(1, &before, &after, duplicates, successes)
+    }
+
+    #[test]
+    fn answers_are_checked_user_by_user_against_the_rows() {
+        let users = [10, 11, 12, 13];
+        let rows = HashMap::from([(10, 100), (11, 101), (12, 102)]);
+        let answers = [
+            (0, Outcome::Success, Some(100)),   // told success, has its row
+            (1, Outcome::Other, None),          // a 503, but the row exists: a lie
+            (2, Outcome::Duplicate, Some(102)), // told which order it holds
+            (3, Outcome::Success, Some(103)),   // told success, no row: a lie
+        ];
+        let check = judge_answers(&users, &rows, &answers);
+        assert_eq!((check.success_without_row, check.rows_told_failed), (1, 1));
     }
 
     #[test]

@@ -141,21 +141,26 @@ async fn main() -> anyhow::Result<()> {
             tokio::spawn(async move {
                 tokio::time::sleep(delay).await;
                 let mut recorder = Recorder::new();
+                let mut answers = Vec::new();
                 loop {
                     let i = next.fetch_add(1, Ordering::Relaxed);
                     let Some(&user) = jobs.get(i) else { break };
                     let sent = Instant::now();
-                    let outcome = call(&client, method.clone(), &url, &tokens[user]).await;
+                    let (outcome, order_id) = call(&client, method.clone(), &url, &tokens[user].token).await;
                     recorder.record(outcome, sent, Instant::now());
+                    answers.push((user, outcome, order_id));
                     done.fetch_add(1, Ordering::Relaxed);
                 }
-                recorder
+                (recorder, answers)
             })
         })
         .collect();
     let mut recorder = Recorder::new();
+    let mut answers = Vec::with_capacity(jobs.len());
     for worker in workers {
-        recorder.merge(worker.await?);
+        let (part, part_answers) = worker.await?;
+        recorder.merge(part);
+        answers.extend(part_answers);
     }
     progress.abort();
     eprintln!();
@@ -182,6 +187,10 @@ async fn main() -> anyhow::Result<()> {
     let mut audit = audit::Audit::new(&db, voucher, &before, &after, successes).await?;
     if let Some(report) = reconciliation {
         audit = audit.with_redis(report);
+    }
+    let user_ids: Vec<Option<u64>> = tokens.iter().map(|u| u.id).collect();
+    if let Some(check) = audit::check_answers(&db, voucher, &user_ids, &answers).await? {
+        audit = audit.with_answers(check);
     }
     println!("{}", report::render(&summary));
     match rows_landed {
@@ -262,22 +271,27 @@ async fn wait_for_drain(
     }
 }
 
-async fn call(client: &reqwest::Client, method: reqwest::Method, url: &str, token: &str) -> Outcome {
+/// The outcome, and the order id a success (or a duplicate) names.
+async fn call(client: &reqwest::Client, method: reqwest::Method, url: &str, token: &str) -> (Outcome, Option<i64>) {
     let resp = match client.request(method, url).header("authorization", token).send().await {
         Ok(resp) => resp,
-        Err(err) => return other(format!("{err:?}")),
+        Err(err) => return (other(format!("{err:?}")), None),
     };
     let status = resp.status();
-    let Ok(body) = resp.json::<Value>().await else { return other(format!("HTTP {status} without a JSON body")) };
+    let Ok(body) = resp.json::<Value>().await else {
+        return (other(format!("HTTP {status} without a JSON body")), None);
+    };
+    let order_id = body["data"].as_str().and_then(|id| id.parse().ok());
     if status.is_success() && body["success"] == true {
-        return Outcome::Success;
+        return (Outcome::Success, order_id);
     }
-    match body["errorCode"].as_str() {
+    let outcome = match body["errorCode"].as_str() {
         Some("SOLD_OUT") => Outcome::SoldOut,
         Some("DUPLICATE_ORDER") => Outcome::Duplicate,
         Some("TOO_MANY_REQUESTS") => Outcome::TooManyRequests,
         _ => other(format!("HTTP {status}: {body}")),
-    }
+    };
+    (outcome, order_id)
 }
 
 /// An unexpected outcome; the first few are shown, so a failed run says why.
@@ -289,15 +303,28 @@ fn other(what: String) -> Outcome {
     Outcome::Other
 }
 
-async fn load_tokens(args: &Args, db: &sqlx::MySqlPool) -> anyhow::Result<Vec<String>> {
+/// A user of the run: the token, and the id when known (the audit then
+/// checks every answer against that user's row).
+struct User {
+    id: Option<u64>,
+    token: String,
+}
+
+async fn load_tokens(args: &Args, db: &sqlx::MySqlPool) -> anyhow::Result<Vec<User>> {
     if let Some(path) = &args.tokens {
         let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
         let mut lines = text.lines();
-        let header = lines.next().context("empty tokens file")?;
-        let column = header.split(',').position(|c| c.trim() == "token").context("no `token` column in the header")?;
+        let header: Vec<&str> = lines.next().context("empty tokens file")?.split(',').map(str::trim).collect();
+        let column = header.iter().position(|c| *c == "token").context("no `token` column in the header")?;
+        let id_column = header.iter().position(|c| *c == "userId");
         return lines
             .filter(|l| !l.trim().is_empty())
-            .map(|l| l.split(',').nth(column).map(str::to_owned).context("short CSV line"))
+            .map(|l| {
+                let fields: Vec<&str> = l.split(',').collect();
+                let token = fields.get(column).map(|t| (*t).to_owned()).context("short CSV line")?;
+                let id = id_column.and_then(|c| fields.get(c)).and_then(|v| v.trim().parse().ok());
+                Ok(User { id, token })
+            })
             .collect();
     }
     let Some(count) = args.users else { return Ok(Vec::new()) };
@@ -306,7 +333,7 @@ async fn load_tokens(args: &Args, db: &sqlx::MySqlPool) -> anyhow::Result<Vec<St
     let sessions = SessionStore::new(connect_redis(&args.redis_url).await?, Keys::new(""));
     let users = seed_users(db, &sessions, &TokenKeys::new(secret.as_bytes()), args.first_phone, count).await?;
     eprintln!("seeded {count} users in {:.1?}", started.elapsed());
-    Ok(users.into_iter().map(|u| u.token).collect())
+    Ok(users.into_iter().map(|u| User { id: Some(u.id), token: u.token }).collect())
 }
 
 async fn create_voucher(client: &reqwest::Client, args: &Args, stock: i64) -> anyhow::Result<u64> {
