@@ -275,3 +275,31 @@ async fn entries_of_an_instance_killed_mid_batch_are_taken_over_by_the_other_and
     let answered: BTreeSet<String> = outcomes.iter().filter_map(|o| o.order_id.clone()).collect();
     assert_eq!(order_ids_of(&app, voucher).await, answered);
 }
+
+#[tokio::test]
+async fn an_order_whose_script_answer_is_lost_to_a_stalled_redis_is_answered_by_what_redis_holds() {
+    let proxy = common::proxy::Proxy::to_redis().await;
+    let app = TestApp::spawn_with(|c| {
+        c.seckill_mode = SeckillMode::Async;
+        c.redis_url = proxy.redis_url();
+    })
+    .await;
+    let voucher = app.open_seckill(5).await;
+    let (user_id, token) = app.seed_users(1).await.remove(0);
+    // From the order script on, longer than the 2 s response timeout: the
+    // first call's answer is lost, and Redis runs that call once the stall
+    // ends.
+    proxy.stall_on(b"EVALSHA", Duration::from_secs(3));
+    let placed = expect_ok(app.order(voucher, &token).await).await;
+    let order_id = placed["data"].as_str().unwrap().to_owned();
+
+    let report = drained(&app, voucher, Duration::from_secs(15)).await;
+    assert!(report.agrees(), "{}", report.render());
+    assert_eq!(app.orders_of(voucher).await, (1, 1), "accepted once");
+    let row: Option<u64> = sqlx::query_scalar("SELECT user_id FROM tb_voucher_order WHERE id = ?")
+        .bind(order_id.parse::<i64>().unwrap())
+        .fetch_optional(&app.db)
+        .await
+        .unwrap();
+    assert_eq!(row, Some(user_id), "the answer names the order that exists");
+}

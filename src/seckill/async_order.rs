@@ -18,7 +18,7 @@ use redis::{AsyncCommands, Script, aio::ConnectionManager};
 use sqlx::MySqlPool;
 
 use crate::{
-    http::{ApiError, ApiResult},
+    http::{ApiError, ApiResult, error::redis_unreachable},
     keys::Keys,
     state::AppState,
 };
@@ -37,8 +37,12 @@ pub(super) async fn place(state: &AppState, user_id: u64, voucher_id: u64) -> Ap
     let order_id = state.order_ids.next().await.map_err(|e| ApiError::dependency(e.is_unavailable(), e))?;
     let keys = state.keys.seckill(voucher_id);
     let mut redis = state.redis.clone();
-    for first_try in [true, false] {
-        let verdict: i64 = ORDER
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_millis(state.config.request_deadline_ms);
+    let mut loaded_once = false;
+    // Set once a call's answer was lost: that call may still run in Redis.
+    let mut uncertain = false;
+    loop {
+        let called: redis::RedisResult<i64> = ORDER
             .key(&keys.stock)
             .key(&keys.window)
             .key(&keys.buyers)
@@ -48,24 +52,49 @@ pub(super) async fn place(state: &AppState, user_id: u64, voucher_id: u64) -> Ap
             .arg(order_id)
             .arg(voucher_id)
             .invoke_async(&mut redis)
-            .await?;
+            .await;
+        // A call whose answer was lost (Redis paused, a timeout) may be
+        // executed later. The same call, same order id, is tried again until
+        // the deadline: whichever runs first accepts the order, once (the
+        // buyers set sees to it), and the answer comes from what Redis holds.
+        let verdict = match called {
+            Ok(verdict) => verdict,
+            Err(err) if redis_unreachable(&err) && tokio::time::Instant::now() < deadline => {
+                tracing::warn!(order_id, error = %err, "the order script's answer was lost; asking again");
+                uncertain = true;
+                tokio::time::sleep(RETRY_PAUSE).await;
+                continue;
+            }
+            Err(err) => return Err(err.into()),
+        };
         match verdict {
             0 => {
                 tracing::debug!(order_id, user_id, voucher_id, "order accepted");
                 return Ok(order_id);
             }
-            1 if first_try => {
+            1 if !loaded_once => {
+                loaded_once = true;
                 let loaded = load(&state.db, &mut redis, &state.keys, voucher_id).await;
                 if let Err(ApiError::NotFound(_)) = loaded {
                     state.gates.remember_missing(voucher_id);
                 }
                 loaded?
             }
+            1 => {
+                return Err(ApiError::internal(anyhow::anyhow!(
+                    "voucher {voucher_id}'s keys vanished right after loading"
+                )));
+            }
             2 => return Err(ApiError::NotStarted),
             3 => return Err(ApiError::Ended),
-            // The id when the order already has its row; a pending one's
-            // is not looked for (it is in no index by user).
             4 => {
+                // After a lost answer the order held may be this very one.
+                if uncertain && accepted_before(state, &keys, order_id).await? {
+                    tracing::info!(order_id, "a lost call had accepted the order; answered as accepted");
+                    return Ok(order_id);
+                }
+                // The id when the order already has its row; a pending one's
+                // is not looked for (it is in no index by user).
                 let held = super::order::held_by(&state.db, user_id, voucher_id).await.ok().flatten();
                 return Err(ApiError::DuplicateOrder(held));
             }
@@ -77,7 +106,27 @@ pub(super) async fn place(state: &AppState, user_id: u64, voucher_id: u64) -> Ap
             }
         }
     }
-    Err(ApiError::internal(anyhow::anyhow!("voucher {voucher_id}'s keys vanished right after loading")))
+}
+
+/// Between two tries of the order script after a lost answer.
+const RETRY_PAUSE: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// Whether `order_id` itself was accepted: pending, persisted, or already
+/// dead-lettered.
+async fn accepted_before(state: &AppState, keys: &crate::keys::SeckillKeys, order_id: i64) -> ApiResult<bool> {
+    let (pending, failed): (bool, bool) = redis::pipe()
+        .hexists(&keys.pending, order_id)
+        .hexists(&keys.failed, order_id)
+        .query_async(&mut state.redis.clone())
+        .await?;
+    if pending || failed {
+        return Ok(true);
+    }
+    let row: Option<i64> = sqlx::query_scalar("SELECT id FROM tb_voucher_order WHERE id = ?")
+        .bind(order_id)
+        .fetch_optional(&state.db)
+        .await?;
+    Ok(row.is_some())
 }
 
 /// Loads a voucher's keys from MariaDB unless they are all there, and makes

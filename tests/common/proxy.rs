@@ -18,6 +18,9 @@ use tokio::{
     sync::watch,
 };
 
+/// A request pattern, and how long traffic stalls once a client sends it.
+type StallTrigger = Arc<Mutex<Option<(Vec<u8>, std::time::Duration)>>>;
+
 pub struct Proxy {
     addr: SocketAddr,
     /// True while traffic passes.
@@ -25,6 +28,10 @@ pub struct Proxy {
     /// The next connection to send this is cut once it has been forwarded.
     cut_after: Arc<Mutex<Option<Vec<u8>>>>,
     fired: Arc<AtomicBool>,
+    /// While true, bytes from clients are held back (then passed on).
+    stalled: watch::Sender<bool>,
+    /// The next request with this pattern stalls traffic for that long.
+    stall_on: StallTrigger,
     /// The URL it stands in for, to be pointed at the proxy.
     url: reqwest::Url,
 }
@@ -52,6 +59,9 @@ impl Proxy {
         let cut_after: Arc<Mutex<Option<Vec<u8>>>> = Arc::default();
         let fired = Arc::new(AtomicBool::new(false));
         let (armed, fired_flag) = (cut_after.clone(), fired.clone());
+        let (stalled, _) = watch::channel(false);
+        let stall_on: StallTrigger = Arc::default();
+        let (stall_tx, stall_trigger) = (stalled.clone(), stall_on.clone());
         tokio::spawn(async move {
             loop {
                 let Ok((inbound, _)) = listener.accept().await else { return };
@@ -59,17 +69,18 @@ impl Proxy {
                 if !*state.borrow_and_update() {
                     continue; // cut: the connection is dropped at once
                 }
+                let stall = Stall { state: stall_tx.subscribe(), sender: stall_tx.clone(), on: stall_trigger.clone() };
                 let (armed, fired) = (armed.clone(), fired_flag.clone());
                 tokio::spawn(async move {
                     let Ok(outbound) = TcpStream::connect(target).await else { return };
                     tokio::select! {
                         _ = state.wait_for(|up| !up) => {}
-                        () = pipe(inbound, outbound, armed, fired) => {}
+                        () = pipe(inbound, outbound, armed, fired, stall) => {}
                     }
                 });
             }
         });
-        Self { addr, up, cut_after, fired, url }
+        Self { addr, up, cut_after, fired, stalled, stall_on, url }
     }
 
     /// The URL through this proxy, credentials and path as in the original.
@@ -100,13 +111,26 @@ impl Proxy {
         *self.cut_after.lock().unwrap() = Some(pattern.to_vec());
     }
 
+    /// From the next request that carries `pattern` on, holds back what
+    /// clients send for `for_how_long`, then passes it on: a paused or
+    /// overloaded server as its clients see it.
+    pub fn stall_on(&self, pattern: &[u8], for_how_long: std::time::Duration) {
+        *self.stall_on.lock().unwrap() = Some((pattern.to_vec(), for_how_long));
+    }
+
     /// Whether `cut_after` has fired.
     pub fn fired(&self) -> bool {
         self.fired.load(Ordering::SeqCst)
     }
 }
 
-async fn pipe(inbound: TcpStream, outbound: TcpStream, armed: Arc<Mutex<Option<Vec<u8>>>>, fired: Arc<AtomicBool>) {
+async fn pipe(
+    inbound: TcpStream,
+    outbound: TcpStream,
+    armed: Arc<Mutex<Option<Vec<u8>>>>,
+    fired: Arc<AtomicBool>,
+    mut stall: Stall,
+) {
     let (mut client_read, mut client_write) = inbound.into_split();
     let (mut server_read, mut server_write) = outbound.into_split();
     // Set before the matching bytes go out: from then on the client hears
@@ -128,6 +152,10 @@ async fn pipe(inbound: TcpStream, outbound: TcpStream, armed: Arc<Mutex<Option<V
                 }
                 hit
             };
+            stall.trigger_on(&buf[..n]);
+            if stall.state.wait_for(|stalled| !stalled).await.is_err() {
+                return;
+            }
             if server_write.write_all(&buf[..n]).await.is_err() {
                 return;
             }
@@ -158,5 +186,30 @@ async fn pipe(inbound: TcpStream, outbound: TcpStream, armed: Arc<Mutex<Option<V
     tokio::select! {
         () = upstream => {}
         () = downstream => {}
+    }
+}
+
+/// One connection's view of the proxy's stall.
+struct Stall {
+    state: watch::Receiver<bool>,
+    sender: watch::Sender<bool>,
+    on: StallTrigger,
+}
+
+impl Stall {
+    fn trigger_on(&self, bytes: &[u8]) {
+        let mut on = self.on.lock().unwrap();
+        let Some((pattern, how_long)) = on.as_ref() else { return };
+        if !bytes.windows(pattern.len()).any(|w| w == pattern.as_slice()) {
+            return;
+        }
+        let how_long = *how_long;
+        *on = None;
+        self.sender.send_replace(true);
+        let sender = self.sender.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(how_long).await;
+            sender.send_replace(false);
+        });
     }
 }
