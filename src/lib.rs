@@ -3,13 +3,15 @@
 //! Where a request goes, by folder: `http` (envelope, errors, request id,
 //! tracing), `auth` (SMS code login, sessions, the refresh and login
 //! layers), `ids` (order ids), `lock` (the per-user Redis lock), `voucher`
-//! (admin and listing), `seckill` (placing orders).
+//! (admin and listing), `seckill` (placing orders); `lab` measures the
+//! classic strategies side by side.
 
 pub mod auth;
 pub mod config;
 pub mod http;
 pub mod ids;
 pub mod keys;
+pub mod lab;
 pub mod lock;
 pub mod ratelimit;
 pub mod seckill;

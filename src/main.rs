@@ -34,6 +34,11 @@ enum Command {
         #[arg(long)]
         voucher: Option<u64>,
     },
+    /// Run every classic seckill strategy and lock pitfall side by side on
+    /// the same requests, each on a fresh voucher, and audit the tables
+    /// after each; exits non-zero when a strategy did not behave as it is
+    /// known to (a correct one broke, or a broken one did not break).
+    Lab(hmdp::lab::LabOptions),
 }
 
 #[tokio::main]
@@ -49,7 +54,32 @@ async fn main() -> anyhow::Result<()> {
         }
         Command::SeedUsers { count, out, first_phone } => seed_users(cli.config, count, &out, first_phone).await,
         Command::Reconcile { voucher } => reconcile(cli.config, voucher).await,
+        Command::Lab(options) => lab(cli.config, options).await,
     }
+}
+
+async fn lab(config: Config, options: hmdp::lab::LabOptions) -> anyhow::Result<()> {
+    config.validate()?;
+    let report = hmdp::lab::run(&config, &options).await?;
+    if options.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{}", report.markdown());
+    }
+    if let Some(path) = &options.chart {
+        std::fs::write(path, hmdp::lab::render_svg(&report)?)?;
+        eprintln!("chart written to {}", path.display());
+    }
+    let unexpected = report.unexpected();
+    for line in &unexpected {
+        eprintln!("UNEXPECTED: {line}");
+    }
+    anyhow::ensure!(
+        unexpected.is_empty(),
+        "{} result(s) contradict what the strategy is known to do",
+        unexpected.len()
+    );
+    Ok(())
 }
 
 async fn reconcile(config: Config, voucher: Option<u64>) -> anyhow::Result<()> {

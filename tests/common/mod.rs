@@ -186,7 +186,7 @@ impl Drop for TestApp {
     }
 }
 
-async fn cleanup(database: String, prefix: String) {
+pub async fn cleanup(database: String, prefix: String) {
     use sqlx::Connection;
     if let Ok(mut conn) = sqlx::MySqlConnection::connect(&format!("{}/information_schema", database_server_url())).await
     {

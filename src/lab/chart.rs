@@ -1,0 +1,64 @@
+//! The report as a picture: wall time per strategy, each bar coloured by
+//! what its audit found.
+
+use plotters::prelude::*;
+
+use super::LabReport;
+
+const CLEAN: RGBColor = RGBColor(46, 139, 87);
+const BROKEN: RGBColor = RGBColor(200, 40, 40);
+
+/// An SVG document of the strategies' wall times, green when the audit was
+/// clean and red with its counts when it was not.
+pub fn render_svg(report: &LabReport) -> anyhow::Result<String> {
+    let runs = &report.strategies;
+    anyhow::ensure!(!runs.is_empty(), "no strategy ran, nothing to draw");
+    let mut svg = String::new();
+    {
+        let width = 160 + 120 * runs.len() as u32;
+        let root = SVGBackend::with_string(&mut svg, (width, 520)).into_drawing_area();
+        root.fill(&WHITE)?;
+        let top = runs.iter().map(|r| r.wall_ms as f64 / 1e3).fold(0.0, f64::max).max(0.01) * 1.25;
+        let s = &report.scale;
+        let caption = format!(
+            "Strategy lab: {} buyers, stock {}, {} in flight (green: audit clean, red: broken)",
+            s.users, s.stock, s.concurrency
+        );
+        let mut chart = ChartBuilder::on(&root)
+            .caption(caption, ("sans-serif", 18))
+            .margin(16)
+            .x_label_area_size(70)
+            .y_label_area_size(60)
+            .build_cartesian_2d((0..runs.len()).into_segmented(), 0.0..top)?;
+        chart
+            .configure_mesh()
+            .disable_x_mesh()
+            .y_desc("wall time (s)")
+            .x_labels(runs.len())
+            .x_label_style(("sans-serif", 11))
+            .x_label_formatter(&|v| match v {
+                SegmentValue::CenterOf(i) => runs.get(*i).map(|r| r.name.to_owned()).unwrap_or_default(),
+                _ => String::new(),
+            })
+            .draw()?;
+        chart.draw_series(runs.iter().enumerate().map(|(i, r)| {
+            let color = if r.audit.clean() { CLEAN } else { BROKEN };
+            let mut bar = Rectangle::new(
+                [(SegmentValue::Exact(i), 0.0), (SegmentValue::Exact(i + 1), r.wall_ms as f64 / 1e3)],
+                color.filled(),
+            );
+            bar.set_margin(0, 0, 12, 12);
+            bar
+        }))?;
+        chart.draw_series(runs.iter().enumerate().map(|(i, r)| {
+            let label = if r.audit.clean() {
+                format!("{:.2} s, clean", r.wall_ms as f64 / 1e3)
+            } else {
+                format!("oversold {}, dup {}", r.audit.oversold, r.audit.duplicates)
+            };
+            Text::new(label, (SegmentValue::CenterOf(i), r.wall_ms as f64 / 1e3 + top * 0.02), ("sans-serif", 11))
+        }))?;
+        root.present()?;
+    }
+    Ok(svg)
+}
