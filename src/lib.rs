@@ -13,6 +13,8 @@ pub mod ids;
 pub mod keys;
 pub mod lab;
 pub mod lock;
+pub mod monitoring;
+pub mod openapi;
 pub mod ratelimit;
 pub mod seckill;
 pub mod startup;
@@ -33,7 +35,10 @@ pub fn app(state: AppState) -> Router {
         .merge(auth::public_routes())
         .merge(voucher::routes())
         .merge(protected)
-        .layer(middleware::from_fn_with_state(state.clone(), auth::refresh_session));
+        .layer(middleware::from_fn_with_state(state.clone(), auth::refresh_session))
+        // Scrapes and the API's own description need no session.
+        .merge(monitoring::routes())
+        .merge(openapi::routes());
     let instance_id = state.instance_id().to_owned();
     http::with_plumbing(routes.with_state(state), &instance_id)
 }

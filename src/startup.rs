@@ -107,6 +107,7 @@ pub async fn build_state(config: Config) -> anyhow::Result<AppState> {
         tokens: TokenKeys::new(config.jwt_secret.as_bytes()),
         sessions: SessionStore::new(redis.clone(), keys.clone()),
         codes: CodeStore::new(redis.clone(), keys.clone(), config.log_sms_codes),
+        metrics: crate::monitoring::recorder(),
         order_ids: OrderIdGenerator::new(redis.clone(), keys.clone(), config.order_id_block),
         db,
         redis,

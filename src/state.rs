@@ -33,6 +33,8 @@ pub struct AppState {
     pub group_commit: GroupCommitter,
     pub limits: RateLimiter,
     pub order_limit: LocalUserLimiter,
+    /// Renders what the process-wide `metrics` recorder has counted.
+    pub metrics: metrics_exporter_prometheus::PrometheusHandle,
 }
 
 impl AppState {

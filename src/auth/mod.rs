@@ -45,14 +45,22 @@ pub fn protect(router: Router<AppState>) -> Router<AppState> {
     router.route_layer(middleware::from_fn(require_login))
 }
 
-#[derive(Deserialize)]
-struct PhoneQuery {
+#[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub(crate) struct PhoneQuery {
+    /// 11 digits, e.g. 13800000000
     phone: String,
 }
 
 /// Limited per client address (every request) and per phone (codes sent),
 /// in Redis, so the limits hold across instances.
-async fn send_code(
+#[utoipa::path(post, path = "/user/code", tag = "user", params(PhoneQuery), responses(
+        (status = 200, description = "a code was stored for the phone (no SMS is sent)", body = crate::http::envelope::Done),
+        (status = 400, description = "VALIDATION: not a phone number", body = crate::http::envelope::Failure),
+        (status = 429, description = "TOO_MANY_REQUESTS (with Retry-After when a rate limit refused it)", body = crate::http::envelope::Failure),
+        (status = 503, description = "UNAVAILABLE: MariaDB or Redis unreachable", body = crate::http::envelope::Failure),
+    ))]
+pub(crate) async fn send_code(
     State(state): State<AppState>,
     ClientAddr(addr): ClientAddr,
     Query(PhoneQuery { phone }): Query<PhoneQuery>,
@@ -68,15 +76,22 @@ async fn send_code(
     Ok(Reply::done())
 }
 
-#[derive(Deserialize)]
-struct LoginForm {
+#[derive(Deserialize, utoipa::ToSchema)]
+pub(crate) struct LoginForm {
     phone: String,
     code: String,
 }
 
 /// Limited per client address (every attempt) and per phone (wrong codes
 /// per day): a new code no longer buys an attacker five more guesses.
-async fn login(
+#[utoipa::path(post, path = "/user/login", tag = "user", request_body = LoginForm, responses(
+        (status = 200, description = "the token (a JWT naming the session)", body = crate::http::envelope::Success<String>),
+        (status = 400, description = "VALIDATION: not a phone number, or the code is not 6 digits", body = crate::http::envelope::Failure),
+        (status = 401, description = "UNAUTHORIZED: wrong or expired code", body = crate::http::envelope::Failure),
+        (status = 429, description = "TOO_MANY_REQUESTS (with Retry-After when a rate limit refused it)", body = crate::http::envelope::Failure),
+        (status = 503, description = "UNAVAILABLE: MariaDB or Redis unreachable", body = crate::http::envelope::Failure),
+    ))]
+pub(crate) async fn login(
     State(state): State<AppState>,
     ClientAddr(addr): ClientAddr,
     Json(form): Json<LoginForm>,
@@ -103,19 +118,28 @@ async fn login(
     Ok(Reply::data(token))
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
-struct Me {
+pub(crate) struct Me {
     id: u64,
     nick_name: String,
     icon: String,
 }
 
-async fn me(user: CurrentUser) -> Reply<Me> {
+#[utoipa::path(get, path = "/user/me", tag = "user", security(("token" = [])), responses(
+        (status = 200, description = "the logged-in user", body = crate::http::envelope::Success<Me>),
+        (status = 401, description = "UNAUTHORIZED: no token, or its session expired", body = crate::http::envelope::Failure),
+    ))]
+pub(crate) async fn me(user: CurrentUser) -> Reply<Me> {
     Reply::data(Me { id: user.id, nick_name: user.profile.nick_name, icon: user.profile.icon })
 }
 
-async fn logout(State(state): State<AppState>, user: CurrentUser) -> ApiResult<Reply<()>> {
+#[utoipa::path(post, path = "/user/logout", tag = "user", security(("token" = [])), responses(
+        (status = 200, description = "the session is gone", body = crate::http::envelope::Done),
+        (status = 401, description = "UNAUTHORIZED: no token, or its session expired", body = crate::http::envelope::Failure),
+        (status = 503, description = "UNAVAILABLE: MariaDB or Redis unreachable", body = crate::http::envelope::Failure),
+    ))]
+pub(crate) async fn logout(State(state): State<AppState>, user: CurrentUser) -> ApiResult<Reply<()>> {
     state.sessions.delete(&user.session_id).await?;
     Ok(Reply::done())
 }

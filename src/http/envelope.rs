@@ -70,3 +70,53 @@ impl<T: Serialize> IntoResponse for Envelope<T> {
         Json(self).into_response()
     }
 }
+
+/// The documented shape of a success (the OpenAPI document's view of
+/// [`Reply`]): `data` carries the route's value, `total` the length of a
+/// whole list when `data` is one page of it.
+#[derive(Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Success<T> {
+    /// Always true.
+    pub success: bool,
+    pub data: T,
+    pub total: Option<u64>,
+}
+
+/// The documented shape of `{"success":true}` with nothing else.
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct Done {
+    /// Always true.
+    pub success: bool,
+}
+
+/// The documented shape of every failure.
+#[derive(Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Failure {
+    /// Always false.
+    pub success: bool,
+    /// For people; may change. Programs read `errorCode`.
+    pub error_msg: String,
+    pub error_code: ErrorCode,
+    /// DUPLICATE_ORDER only: the id of the order the user already holds.
+    pub data: Option<String>,
+}
+
+/// Every errorCode the service answers with.
+#[derive(Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum ErrorCode {
+    Validation,
+    Unauthorized,
+    Forbidden,
+    NotFound,
+    MethodNotAllowed,
+    NotStarted,
+    Ended,
+    SoldOut,
+    DuplicateOrder,
+    TooManyRequests,
+    Unavailable,
+    Internal,
+}

@@ -118,8 +118,20 @@ impl IntoResponse for ApiError {
     }
 }
 
+/// Every database and Redis error that reaches a handler's answer passes
+/// through the conversions below, so they are counted here, by kind.
+fn count_dependency_error(dependency: &'static str, unavailable: bool) {
+    let kind = if unavailable { "unavailable" } else { "error" };
+    metrics::counter!("hmdp_dependency_errors_total", "dependency" => dependency, "kind" => kind).increment(1);
+}
+
 impl From<sqlx::Error> for ApiError {
     fn from(err: sqlx::Error) -> Self {
+        let unavailable = matches!(
+            err,
+            sqlx::Error::Io(_) | sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed | sqlx::Error::Tls(_)
+        );
+        count_dependency_error("database", unavailable);
         match err {
             sqlx::Error::Io(_) | sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed | sqlx::Error::Tls(_) => {
                 Self::Unavailable(err.into())
@@ -131,7 +143,9 @@ impl From<sqlx::Error> for ApiError {
 
 impl From<redis::RedisError> for ApiError {
     fn from(err: redis::RedisError) -> Self {
-        Self::dependency(redis_unreachable(&err), err)
+        let unavailable = redis_unreachable(&err);
+        count_dependency_error("redis", unavailable);
+        Self::dependency(unavailable, err)
     }
 }
 

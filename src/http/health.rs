@@ -26,11 +26,18 @@ where
     Router::new().route("/health", get(health)).route("/ready", get(ready))
 }
 
-async fn health() -> Reply<&'static str> {
+#[utoipa::path(get, path = "/health", tag = "operations", responses(
+        (status = 200, description = "the process is up", body = super::envelope::Success<String>),
+    ))]
+pub(crate) async fn health() -> Reply<&'static str> {
     Reply::data("ok")
 }
 
-async fn ready(
+#[utoipa::path(get, path = "/ready", tag = "operations", responses(
+        (status = 200, description = "MariaDB and Redis answer", body = super::envelope::Success<String>),
+        (status = 503, description = "UNAVAILABLE: MariaDB or Redis unreachable", body = super::envelope::Failure),
+    ))]
+pub(crate) async fn ready(
     State(db): State<MySqlPool>,
     State(mut redis): State<ConnectionManager>,
 ) -> ApiResult<Reply<&'static str>> {

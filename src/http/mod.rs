@@ -8,6 +8,9 @@ pub mod extract;
 pub mod health;
 pub mod time;
 
+mod course;
+mod metrics;
+
 use std::any::Any;
 
 use axum::{
@@ -30,6 +33,7 @@ pub use error::{ApiError, ApiResult};
 
 pub const X_INSTANCE: HeaderName = HeaderName::from_static("x-instance");
 pub const X_REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+pub use course::{COURSE_STYLE, X_API_STYLE};
 
 /// Bodies of this API are small JSON documents; anything larger is a mistake
 /// or an attack.
@@ -51,8 +55,11 @@ pub fn with_plumbing(router: Router, instance_id: &str) -> Router {
                 .layer(PropagateRequestIdLayer::new(X_REQUEST_ID))
                 .layer(SetResponseHeaderLayer::overriding(X_INSTANCE, instance))
                 .layer(TraceLayer::new_for_http().make_span_with(request_span))
+                .layer(axum::middleware::from_fn(course::answer_failures_with_200))
                 .layer(CatchPanicLayer::custom(panic_response)),
         )
+        // Inside the router's layers, so the matched route is known.
+        .layer(axum::middleware::from_fn(metrics::record_request))
 }
 
 fn request_span(req: &Request<Body>) -> tracing::Span {

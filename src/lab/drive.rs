@@ -168,7 +168,7 @@ mod tests {
         let broken = Audit::of(2, -1, &[1, 1, 2], &[1, 1, 2]);
         assert_eq!((broken.oversold, broken.duplicates), (1, 1));
         assert!(broken.balanced() && !broken.clean());
-        let lost = Audit::of(3, 2, &[1], &[1, 2]);
+        let lost = Audit::of(3, 1, &[1], &[1, 2]);
         assert_eq!((lost.lost, lost.unannounced), (1, 0));
         assert!(!lost.clean() && !lost.balanced());
         let unannounced = Audit::of(3, 1, &[1, 2], &[1]);

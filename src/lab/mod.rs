@@ -192,8 +192,16 @@ impl Experiment {
 /// it must not, or did not break when it must, is listed by
 /// [`LabReport::unexpected`].
 pub async fn run(config: &Config, options: &LabOptions) -> anyhow::Result<LabReport> {
-    let db = startup::connect_database(&config.database_url, config.db_max_connections).await?;
-    startup::migrate(&db).await?;
+    // Creates the database when missing, and brings its schema up to date.
+    startup::migrate(&startup::connect_database(&config.database_url, 2).await?).await?;
+    // The textbook strategies queue for connections far longer than the
+    // service's 5 s would allow: the lab measures the strategy, not the pool.
+    let db = sqlx::mysql::MySqlPoolOptions::new()
+        .max_connections(config.db_max_connections)
+        .acquire_timeout(Duration::from_secs(600))
+        .connect(&config.database_url)
+        .await
+        .context("connecting to MariaDB")?;
     textbook::prepare(&db).await.context("creating the lab tables")?;
     let redis = startup::connect_redis(&config.redis_url).await?;
     let scale = options.scale(config.db_max_connections);

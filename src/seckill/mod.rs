@@ -26,7 +26,7 @@ use chrono::Utc;
 
 pub use admission::{Gate, SaleWindow, VoucherGates};
 pub use async_order::load as load_async_keys;
-pub use consumer::{BLOCK as CONSUMER_BLOCK, Consumer};
+pub use consumer::{BLOCK as CONSUMER_BLOCK, Consumer, GROUP as CONSUMER_GROUP};
 pub use group_commit::{GroupCommitter, GroupStats};
 pub use order::{OrderState, OrderView};
 pub use reconcile::{Reconciliation, reconcile};
@@ -55,14 +55,33 @@ pub fn user_routes() -> Router<AppState> {
         .route("/voucher-order/{order_id}", get(show_order))
 }
 
-async fn place_order(
+#[utoipa::path(post, path = "/voucher-order/seckill/{voucher_id}", tag = "order", security(("token" = [])),
+    params(("voucher_id" = u64, Path, description = "the seckill voucher")),
+    responses(
+        (status = 200, description = "the order id, a string (it does not fit a JavaScript number)", body = crate::http::envelope::Success<String>),
+        (status = 400, description = "VALIDATION: the voucher id is not a number", body = crate::http::envelope::Failure),
+        (status = 401, description = "UNAUTHORIZED: no token, or its session expired", body = crate::http::envelope::Failure),
+        (status = 404, description = "NOT_FOUND: no such seckill voucher", body = crate::http::envelope::Failure),
+        (status = 409, description = "SOLD_OUT; DUPLICATE_ORDER (data: the order the user holds); NOT_STARTED; ENDED", body = crate::http::envelope::Failure),
+        (status = 429, description = "TOO_MANY_REQUESTS: too many orders from this user, or another of the user's orders is in progress", body = crate::http::envelope::Failure),
+        (status = 503, description = "UNAVAILABLE: MariaDB or Redis unreachable", body = crate::http::envelope::Failure),
+    ))]
+pub(crate) async fn place_order(
     State(state): State<AppState>,
     user: CurrentUser,
     Path(voucher_id): Path<u64>,
 ) -> ApiResult<Reply<String>> {
-    state.order_limit.hit(user.id, "too many orders; slow down")?;
-    let order_id = place_order_for(&state, user.id, voucher_id).await?;
-    Ok(Reply::data(order_id.to_string()))
+    let placed = match state.order_limit.hit(user.id, "too many orders; slow down") {
+        Ok(()) => place_order_for(&state, user.id, voucher_id).await,
+        Err(refused) => Err(refused),
+    };
+    let outcome = placed.as_ref().map_or_else(ApiError::code, |_| "SUCCESS");
+    let mode = match state.config.seckill_mode {
+        SeckillMode::Sync => "sync",
+        SeckillMode::Async => "async",
+    };
+    metrics::counter!("hmdp_seckill_orders_total", "mode" => mode, "outcome" => outcome).increment(1);
+    Ok(Reply::data(placed?.to_string()))
 }
 
 /// One order in the configured mode, as the route places it once the
@@ -89,7 +108,16 @@ pub async fn prepare_sale(state: &AppState, voucher_id: u64) -> ApiResult<()> {
 
 /// The order, for its owner only: anyone else gets the same 404 as for an
 /// order that does not exist.
-async fn show_order(
+#[utoipa::path(get, path = "/voucher-order/{order_id}", tag = "order", security(("token" = [])),
+    params(("order_id" = String, Path, description = "the order id as returned by the order route")),
+    responses(
+        (status = 200, description = "the order, with its state", body = crate::http::envelope::Success<OrderView>),
+        (status = 400, description = "VALIDATION: the order id is not a number", body = crate::http::envelope::Failure),
+        (status = 401, description = "UNAUTHORIZED: no token, or its session expired", body = crate::http::envelope::Failure),
+        (status = 404, description = "NOT_FOUND: no such order of this user", body = crate::http::envelope::Failure),
+        (status = 503, description = "UNAVAILABLE: MariaDB or Redis unreachable", body = crate::http::envelope::Failure),
+    ))]
+pub(crate) async fn show_order(
     State(state): State<AppState>,
     user: CurrentUser,
     Path(order_id): Path<i64>,
@@ -102,16 +130,24 @@ async fn show_order(
 
 const MAX_PAGE_SIZE: u32 = 100;
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::IntoParams)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct PageQuery {
+#[into_params(parameter_in = Query)]
+pub(crate) struct PageQuery {
     page: Option<u32>,
     page_size: Option<u32>,
 }
 
 /// The user's orders with their rows, newest first, a page at a time
 /// (`page` from 1, `pageSize` up to 100, default 10); `total` counts all.
-async fn my_orders(
+#[utoipa::path(get, path = "/voucher-order/mine", tag = "order", security(("token" = [])), params(PageQuery),
+    responses(
+        (status = 200, description = "one page of the user's orders, newest first; `total` counts them all", body = crate::http::envelope::Success<Vec<OrderView>>),
+        (status = 400, description = "VALIDATION: page below 1 or pageSize outside 1 to 100", body = crate::http::envelope::Failure),
+        (status = 401, description = "UNAUTHORIZED: no token, or its session expired", body = crate::http::envelope::Failure),
+        (status = 503, description = "UNAVAILABLE: MariaDB or Redis unreachable", body = crate::http::envelope::Failure),
+    ))]
+pub(crate) async fn my_orders(
     State(state): State<AppState>,
     user: CurrentUser,
     Query(query): Query<PageQuery>,

@@ -21,7 +21,7 @@ macro_rules! order_columns {
     };
 }
 
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum OrderState {
     Pending,
@@ -30,10 +30,11 @@ pub enum OrderState {
     Failed,
 }
 
-#[derive(Debug, Serialize, sqlx::FromRow)]
+#[derive(Debug, Serialize, sqlx::FromRow, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct OrderView {
     #[serde(serialize_with = "as_string")]
+    #[schema(value_type = String)]
     pub id: i64,
     pub user_id: u64,
     pub voucher_id: u64,
@@ -45,14 +46,19 @@ pub struct OrderView {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub status: Option<u8>,
     #[serde(serialize_with = "time::serialize")]
+    #[schema(value_type = String, format = DateTime)]
     pub create_time: NaiveDateTime,
     #[serde(serialize_with = "time::serialize_opt", skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<String>, format = DateTime)]
     pub pay_time: Option<NaiveDateTime>,
     #[serde(serialize_with = "time::serialize_opt", skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<String>, format = DateTime)]
     pub use_time: Option<NaiveDateTime>,
     #[serde(serialize_with = "time::serialize_opt", skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<String>, format = DateTime)]
     pub refund_time: Option<NaiveDateTime>,
     #[serde(serialize_with = "time::serialize_opt", skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<String>, format = DateTime)]
     pub update_time: Option<NaiveDateTime>,
 }
 

@@ -29,7 +29,14 @@ pub fn routes() -> Router<AppState> {
         .route("/voucher/list/{shop_id}", get(list_for_shop))
 }
 
-async fn create_voucher(
+#[utoipa::path(post, path = "/voucher", tag = "voucher", security(("adminKey" = [])), request_body = VoucherForm,
+    responses(
+        (status = 200, description = "the new voucher's id", body = crate::http::envelope::Success<u64>),
+        (status = 400, description = "VALIDATION: a field missing, unknown or out of range", body = crate::http::envelope::Failure),
+        (status = 403, description = "FORBIDDEN: admin key missing or wrong", body = crate::http::envelope::Failure),
+        (status = 503, description = "UNAVAILABLE: MariaDB or Redis unreachable", body = crate::http::envelope::Failure),
+    ))]
+pub(crate) async fn create_voucher(
     State(state): State<AppState>,
     _admin: Admin,
     Json(form): Json<VoucherForm>,
@@ -40,7 +47,15 @@ async fn create_voucher(
 }
 
 /// Both rows in one transaction: a seckill voucher never exists half-made.
-async fn create_seckill_voucher(
+#[utoipa::path(post, path = "/voucher/seckill", tag = "voucher", security(("adminKey" = [])), request_body = VoucherForm,
+    description = "`stock`, `beginTime` and `endTime` are required here.",
+    responses(
+        (status = 200, description = "the new voucher's id", body = crate::http::envelope::Success<u64>),
+        (status = 400, description = "VALIDATION: a field missing, unknown or out of range, or the window ends before it begins", body = crate::http::envelope::Failure),
+        (status = 403, description = "FORBIDDEN: admin key missing or wrong", body = crate::http::envelope::Failure),
+        (status = 503, description = "UNAVAILABLE: MariaDB or Redis unreachable", body = crate::http::envelope::Failure),
+    ))]
+pub(crate) async fn create_seckill_voucher(
     State(state): State<AppState>,
     _admin: Admin,
     Json(form): Json<VoucherForm>,
@@ -80,7 +95,16 @@ async fn insert_voucher<'e>(db: impl sqlx::MySqlExecutor<'e>, voucher: &NewVouch
 }
 
 /// One query: the shop's vouchers on shelf, seckill fields joined in.
-async fn list_for_shop(State(state): State<AppState>, Path(shop_id): Path<u64>) -> ApiResult<Reply<Vec<VoucherView>>> {
+#[utoipa::path(get, path = "/voucher/list/{shop_id}", tag = "voucher", params(("shop_id" = u64, Path, description = "the shop")),
+    responses(
+        (status = 200, description = "the shop's vouchers on shelf, seckill fields set for seckill vouchers", body = crate::http::envelope::Success<Vec<VoucherView>>),
+        (status = 400, description = "VALIDATION: the shop id is not a number", body = crate::http::envelope::Failure),
+        (status = 503, description = "UNAVAILABLE: MariaDB or Redis unreachable", body = crate::http::envelope::Failure),
+    ))]
+pub(crate) async fn list_for_shop(
+    State(state): State<AppState>,
+    Path(shop_id): Path<u64>,
+) -> ApiResult<Reply<Vec<VoucherView>>> {
     let vouchers = sqlx::query_as::<_, VoucherView>(
         "SELECT v.id, v.shop_id, v.title, v.sub_title, v.rules, v.pay_value, v.actual_value,
                 v.type, v.status, sv.stock, sv.begin_time, sv.end_time

@@ -20,7 +20,7 @@ const STORABLE_TIMES: std::ops::RangeInclusive<NaiveDateTime> =
 
 /// What an admin posts. Unknown fields are rejected, so a typo such as
 /// `stok` is a 400 instead of a voucher silently created without stock.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct VoucherForm {
     pub shop_id: u64,
@@ -129,7 +129,7 @@ impl VoucherForm {
 }
 
 /// A voucher as listed, with its seckill fields when it has them.
-#[derive(Debug, Serialize, sqlx::FromRow)]
+#[derive(Debug, Serialize, sqlx::FromRow, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct VoucherView {
     pub id: u64,
@@ -146,7 +146,9 @@ pub struct VoucherView {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stock: Option<i32>,
     #[serde(skip_serializing_if = "Option::is_none", serialize_with = "crate::http::time::serialize_opt")]
+    #[schema(value_type = Option<String>, format = DateTime)]
     pub begin_time: Option<NaiveDateTime>,
     #[serde(skip_serializing_if = "Option::is_none", serialize_with = "crate::http::time::serialize_opt")]
+    #[schema(value_type = Option<String>, format = DateTime)]
     pub end_time: Option<NaiveDateTime>,
 }

@@ -1,0 +1,199 @@
+// The sale page: plain JavaScript against the REST routes (same origin,
+// behind nginx). Every failure message comes from the errorCode.
+"use strict";
+
+const MESSAGES = {
+  SOLD_OUT: "Sold out.",
+  DUPLICATE_ORDER: "You already bought this voucher.",
+  NOT_STARTED: "The sale has not started yet.",
+  ENDED: "The sale has ended.",
+  TOO_MANY_REQUESTS: "Too many requests: wait a moment and try again.",
+  UNAUTHORIZED: "Please log in.",
+  UNAVAILABLE: "The service is busy: try again in a moment.",
+  VALIDATION: "Please check what you typed.",
+  NOT_FOUND: "No such voucher.",
+};
+const TOKEN_KEY = "hmdp.token";
+const $ = (id) => document.getElementById(id);
+
+let vouchers = [];
+let serverSkewMs = 0; // server clock minus ours, from the Date header
+let pollTimer = null;
+
+function token() { return localStorage.getItem(TOKEN_KEY); }
+
+async function call(method, path, body) {
+  const headers = {};
+  if (token()) headers.authorization = token();
+  if (body !== undefined) headers["content-type"] = "application/json";
+  let res;
+  try {
+    res = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+  } catch (e) {
+    return { success: false, errorCode: "UNAVAILABLE" };
+  }
+  const date = Date.parse(res.headers.get("date") || "");
+  if (!Number.isNaN(date)) serverSkewMs = date - Date.now();
+  let json;
+  try { json = await res.json(); } catch (e) { json = { success: false, errorCode: res.status >= 500 ? "UNAVAILABLE" : "VALIDATION" }; }
+  if (res.status === 401) { localStorage.removeItem(TOKEN_KEY); showLoggedOut(); }
+  return json;
+}
+
+function say(text, ok) {
+  const m = $("message");
+  m.textContent = text;
+  m.className = ok ? "ok" : "fail";
+}
+
+function failure(json) {
+  return MESSAGES[json.errorCode] || json.errorMsg || "Something went wrong.";
+}
+
+function showLoggedOut() {
+  $("login-panel").hidden = false;
+  $("orders-panel").hidden = true;
+  $("logout").hidden = true;
+  $("whoami").textContent = "";
+}
+
+async function showLoggedIn() {
+  const me = await call("GET", "/user/me");
+  if (!me.success) return;
+  $("login-panel").hidden = true;
+  $("orders-panel").hidden = false;
+  $("logout").hidden = false;
+  $("whoami").textContent = me.data.nickName || "";
+  loadOrders();
+}
+
+$("send-code").addEventListener("click", async () => {
+  const phone = $("phone").value.trim();
+  const json = await call("POST", "/user/code?phone=" + encodeURIComponent(phone));
+  say(json.success ? "Code sent." : failure(json), json.success);
+});
+
+$("login-form").addEventListener("submit", async (e) => {
+  e.preventDefault();
+  const json = await call("POST", "/user/login", { phone: $("phone").value.trim(), code: $("code").value.trim() });
+  if (!json.success) { say(failure(json), false); return; }
+  localStorage.setItem(TOKEN_KEY, json.data);
+  say("Logged in.", true);
+  showLoggedIn();
+  render();
+});
+
+$("logout").addEventListener("click", async () => {
+  await call("POST", "/user/logout");
+  localStorage.removeItem(TOKEN_KEY);
+  showLoggedOut();
+  render();
+});
+
+function fmtLeft(ms) {
+  const s = Math.max(0, Math.ceil(ms / 1000));
+  const h = Math.floor(s / 3600), m = Math.floor((s % 3600) / 60), r = s % 60;
+  return (h ? h + "h " : "") + (h || m ? m + "m " : "") + r + "s";
+}
+
+function phase(v, now) {
+  if (now < Date.parse(v.beginTime)) return "soon";
+  if (now >= Date.parse(v.endTime)) return "ended";
+  return v.stock > 0 ? "on" : "soldout";
+}
+
+function render() {
+  const now = Date.now() + serverSkewMs;
+  const list = $("vouchers");
+  list.replaceChildren();
+  const seckill = vouchers.filter((v) => v.stock !== undefined && v.stock !== null);
+  if (!seckill.length) {
+    const li = document.createElement("li");
+    li.className = "muted";
+    li.textContent = "No seckill vouchers in this shop.";
+    list.append(li);
+  }
+  for (const v of seckill) {
+    const li = document.createElement("li");
+    li.dataset.voucher = v.id;
+    const title = document.createElement("span");
+    title.className = "title";
+    title.textContent = v.title;
+    const stock = document.createElement("span");
+    stock.className = "stock";
+    stock.textContent = "Stock: " + v.stock;
+    const when = document.createElement("span");
+    when.className = "when muted";
+    const p = phase(v, now);
+    when.textContent = p === "soon" ? "Starts in " + fmtLeft(Date.parse(v.beginTime) - now)
+      : p === "ended" ? "Ended" : "Ends in " + fmtLeft(Date.parse(v.endTime) - now);
+    const buy = document.createElement("button");
+    buy.className = "buy";
+    buy.textContent = p === "soldout" ? "Sold out" : "Buy";
+    buy.disabled = !token();
+    buy.title = token() ? "" : "Log in to buy";
+    buy.addEventListener("click", () => order(v.id, buy));
+    li.append(title, stock, when, buy);
+    list.append(li);
+  }
+}
+
+async function loadVouchers() {
+  const shop = $("shop").value.trim() || "1";
+  const json = await call("GET", "/voucher/list/" + encodeURIComponent(shop));
+  if (!json.success) { say(failure(json), false); vouchers = []; render(); return; }
+  vouchers = json.data || [];
+  render();
+}
+
+async function order(voucherId, button) {
+  button.disabled = true;
+  const json = await call("POST", "/voucher-order/seckill/" + voucherId);
+  button.disabled = false;
+  if (json.success) {
+    say("Bought! Order " + json.data + ".", true);
+    loadOrders();
+  } else {
+    say(failure(json), false);
+  }
+  loadVouchers();
+}
+
+async function loadOrders() {
+  if (!token()) return;
+  const json = await call("GET", "/voucher-order/mine?page=1");
+  const list = $("orders");
+  list.replaceChildren();
+  if (!json.success) return;
+  for (const o of json.data) {
+    const li = document.createElement("li");
+    li.className = "order";
+    li.textContent = "Order " + o.id + " · voucher " + o.voucherId + " · " + o.state;
+    list.append(li);
+  }
+  if (!json.data.length) {
+    const li = document.createElement("li");
+    li.className = "muted";
+    li.textContent = "No orders yet.";
+    list.append(li);
+  }
+}
+
+// The countdown ticks every second; stock is fetched again every 2 s while
+// a sale runs or is about to start.
+setInterval(render, 1000);
+function schedulePoll() {
+  clearInterval(pollTimer);
+  pollTimer = setInterval(() => {
+    const now = Date.now() + serverSkewMs;
+    if (vouchers.some((v) => v.stock !== undefined && ["on", "soon"].includes(phase(v, now)))) loadVouchers();
+  }, 2000);
+}
+
+$("load").addEventListener("click", loadVouchers);
+$("refresh-orders").addEventListener("click", loadOrders);
+const fromUrl = new URLSearchParams(location.search).get("shop");
+if (fromUrl) $("shop").value = fromUrl;
+if (token()) showLoggedIn(); else showLoggedOut();
+loadVouchers();
+schedulePoll();

@@ -1,0 +1,240 @@
+//! What an operator and an integrator see: Prometheus metrics that move
+//! with the orders, an OpenAPI document that covers every route of the
+//! router, Swagger UI served from compiled-in assets, and the course-style
+//! answers nginx asks for under `/api/`.
+
+mod common;
+
+use std::{collections::BTreeSet, time::Duration};
+
+use common::{TestApp, phone};
+use hmdp::config::SeckillMode;
+use reqwest::StatusCode;
+use serde_json::Value;
+
+/// The value of one sample of the exposition, 0 when absent: `name` is the
+/// metric name with its labels exactly as rendered, e.g.
+/// `hmdp_seckill_orders_total{mode="sync",outcome="SUCCESS"}`.
+fn sample(exposition: &str, metric: &str, labels: &[(&str, &str)]) -> f64 {
+    exposition
+        .lines()
+        .filter(|line| !line.starts_with('#'))
+        .filter_map(|line| line.rsplit_once(' '))
+        .filter(|(series, _)| {
+            let Some(rest) = series.strip_prefix(metric) else { return false };
+            let rest = rest.trim_start_matches('{').trim_end_matches('}');
+            let have: BTreeSet<&str> = rest.split(',').filter(|s| !s.is_empty()).collect();
+            (rest.is_empty() || series.as_bytes().get(metric.len()) == Some(&b'{'))
+                && labels.iter().all(|(k, v)| have.contains(format!("{k}=\"{v}\"").as_str()))
+        })
+        .map(|(_, value)| value.parse::<f64>().unwrap_or(0.0))
+        .sum()
+}
+
+async fn scrape(app: &TestApp) -> String {
+    let resp = app.get("/metrics", None).await;
+    assert_eq!(resp.status(), StatusCode::OK);
+    let content_type = resp.headers()["content-type"].to_str().unwrap().to_owned();
+    assert!(content_type.starts_with("text/plain"), "{content_type}");
+    resp.text().await.unwrap()
+}
+
+const ORDER_ROUTE: &str = "/voucher-order/seckill/{voucher_id}";
+
+/// One test for every order-placing check: the recorder is shared by the
+/// whole test binary, so the deltas are only exact when nothing else in it
+/// places orders at the same time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn metrics_move_with_the_orders_in_both_modes() {
+    let app = TestApp::spawn().await;
+    let voucher = app.open_seckill(2).await;
+    let mut tokens = Vec::new();
+    for i in 0..3 {
+        tokens.push(app.login(&phone(9_100 + i)).await);
+    }
+    let before = scrape(&app).await;
+    let sync = |outcome: &'static str| [("mode", "sync"), ("outcome", outcome)];
+    for token in &tokens {
+        app.order(voucher, token).await;
+    }
+    app.order(voucher, &tokens[0]).await;
+    let after = scrape(&app).await;
+    let delta =
+        |metric: &str, labels: &[(&str, &str)]| sample(&after, metric, labels) - sample(&before, metric, labels);
+    assert_eq!(delta("hmdp_seckill_orders_total", &sync("SUCCESS")), 2.0, "{after}");
+    // The third buyer meets an empty stock, the first buyer's second try
+    // its own order (or the sold-out flag, which is checked first).
+    assert_eq!(
+        delta("hmdp_seckill_orders_total", &sync("SOLD_OUT"))
+            + delta("hmdp_seckill_orders_total", &sync("DUPLICATE_ORDER")),
+        2.0,
+        "{after}"
+    );
+    let route = [("method", "POST"), ("route", ORDER_ROUTE)];
+    assert_eq!(delta("hmdp_http_requests_total", &[route[0], route[1], ("status", "200")]), 2.0);
+    assert_eq!(delta("hmdp_http_requests_total", &[route[0], route[1], ("status", "409")]), 2.0);
+    assert_eq!(delta("hmdp_http_request_duration_seconds_count", &route), 4.0);
+    assert!(
+        after.contains("hmdp_http_request_duration_seconds_bucket{method=\"POST\",route=\"/voucher-order/seckill/{voucher_id}\",le=\"0.005\"}"),
+        "latency histogram with buckets"
+    );
+    assert!(sample(&after, "hmdp_lock_events_total", &[("event", "acquired")]) >= 2.0, "{after}");
+    assert!(after.contains("hmdp_db_pool_connections{state=\"idle\"}"));
+    assert!(after.contains("hmdp_db_pool_connections{state=\"in_use\"}"));
+    drop(app);
+
+    // The asynchronous mode: stream length, pending entries and lag per
+    // voucher.
+    let app = TestApp::spawn_with(|c| c.seckill_mode = SeckillMode::Async).await;
+    let voucher = app.open_seckill(5).await;
+    let token = app.login(&phone(9_200)).await;
+    let before = scrape(&app).await;
+    assert_eq!(app.order(voucher, &token).await.status(), StatusCode::OK);
+    let v = voucher.to_string();
+    let mut last = String::new();
+    for _ in 0..50 {
+        last = scrape(&app).await;
+        // Present, and at 0 once the consumer has read the entry.
+        if last.contains(&format!("hmdp_async_consumer_lag{{voucher=\"{v}\"}} 0")) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        sample(&last, "hmdp_seckill_orders_total", &[("mode", "async"), ("outcome", "SUCCESS")])
+            - sample(&before, "hmdp_seckill_orders_total", &[("mode", "async"), ("outcome", "SUCCESS")]),
+        1.0
+    );
+    assert!(last.contains(&format!("hmdp_async_stream_length{{voucher=\"{v}\"}}")), "{last}");
+    assert!(last.contains(&format!("hmdp_async_pending_entries{{voucher=\"{v}\"}}")), "{last}");
+    assert!(last.contains(&format!("hmdp_async_consumer_lag{{voucher=\"{v}\"}}")), "{last}");
+    // The consumer persisted the order: nothing is left undelivered.
+    assert_eq!(sample(&last, "hmdp_async_consumer_lag", &[("voucher", &v)]), 0.0, "{last}");
+}
+
+#[tokio::test]
+async fn a_dependency_error_is_counted() {
+    let app = TestApp::spawn().await;
+    let before = sample(&scrape(&app).await, "hmdp_dependency_errors_total", &[("dependency", "database")]);
+    app.db.close().await;
+    app.state.db.close().await;
+    let resp = app.get("/voucher/list/1", None).await;
+    assert_eq!(resp.status(), StatusCode::SERVICE_UNAVAILABLE);
+    let after = sample(&scrape(&app).await, "hmdp_dependency_errors_total", &[("dependency", "database")]);
+    assert!(after > before, "before {before}, after {after}");
+}
+
+/// `.route("<path>", get(..))` calls in the source: what the router serves.
+fn routes_in_source() -> BTreeSet<(String, String)> {
+    let mut found = BTreeSet::new();
+    let mut dirs = vec![std::path::PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/src"))];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                dirs.push(path);
+                continue;
+            }
+            if path.extension().is_none_or(|e| e != "rs") {
+                continue;
+            }
+            let text = std::fs::read_to_string(&path).unwrap();
+            for piece in text.split(".route(").skip(1) {
+                let Some(rest) = piece.trim_start().strip_prefix('"') else { continue };
+                let (route, rest) = rest.split_once('"').unwrap();
+                let rest = rest.trim_start_matches([',', ' ', '\n']).trim_start_matches("axum::routing::");
+                let method: String = rest.chars().take_while(|c| c.is_ascii_alphabetic()).collect();
+                found.insert((method, route.to_owned()));
+            }
+        }
+    }
+    found
+}
+
+#[tokio::test]
+async fn the_openapi_document_covers_every_route_of_the_router() {
+    let app = TestApp::spawn().await;
+    let resp = app.get("/openapi.json", None).await;
+    assert_eq!(resp.status(), StatusCode::OK);
+    let doc: Value = resp.json().await.unwrap();
+    assert!(doc["openapi"].as_str().unwrap().starts_with("3.1"), "{}", doc["openapi"]);
+
+    let routes = routes_in_source();
+    assert!(routes.len() >= 13, "the source scan found too few routes: {routes:?}");
+    for (method, path) in &routes {
+        let op = &doc["paths"][path][method];
+        assert!(op.is_object(), "{method} {path} is routed but missing from the OpenAPI document");
+        let responses = op["responses"].as_object().unwrap();
+        assert!(responses.contains_key("200"), "{method} {path}: no success answer documented");
+    }
+    // Every documented operation is served, with its documented error
+    // answers in the envelope.
+    let mut documented = 0;
+    for (path, ops) in doc["paths"].as_object().unwrap() {
+        for (method, op) in ops.as_object().unwrap() {
+            documented += 1;
+            assert!(routes.contains(&(method.clone(), path.clone())), "{method} {path} is documented but not routed");
+            for (status, answer) in op["responses"].as_object().unwrap() {
+                if status != "200" {
+                    let schema = &answer["content"]["application/json"]["schema"]["$ref"];
+                    assert_eq!(schema, "#/components/schemas/Failure", "{method} {path} {status}");
+                    let code = answer["description"].as_str().unwrap().split([':', ' ', ';']).next().unwrap();
+                    assert!(
+                        doc["components"]["schemas"]["ErrorCode"]["enum"].as_array().unwrap().iter().any(|c| c == code),
+                        "{method} {path} {status}: '{code}' is not an errorCode"
+                    );
+                }
+            }
+        }
+    }
+    assert_eq!(documented, routes.len());
+    // The order route names every business failure of an order.
+    let order = doc["paths"][ORDER_ROUTE]["post"]["responses"]["409"]["description"].as_str().unwrap();
+    for code in ["SOLD_OUT", "DUPLICATE_ORDER", "NOT_STARTED", "ENDED"] {
+        assert!(order.contains(code), "{order}");
+    }
+}
+
+#[tokio::test]
+async fn swagger_ui_is_served_from_compiled_in_assets() {
+    let app = TestApp::spawn().await;
+    let page = app.get("/docs/", None).await;
+    assert_eq!(page.status(), StatusCode::OK);
+    assert!(page.text().await.unwrap().contains("swagger-ui"));
+    let css = app.get("/docs/swagger-ui.css", None).await;
+    assert_eq!(css.status(), StatusCode::OK);
+    assert!(css.bytes().await.unwrap().len() > 10_000);
+    let init = app.get("/docs/swagger-initializer.js", None).await;
+    assert!(init.text().await.unwrap().contains("/openapi.json"));
+}
+
+#[tokio::test]
+async fn course_style_requests_get_business_failures_as_200_and_401_stays_401() {
+    let app = TestApp::spawn().await;
+    let voucher = app.open_seckill(0).await;
+    let token = app.login(&phone(9_300)).await;
+    let client = reqwest::Client::new();
+    let order = |style: Option<&'static str>, token: Option<String>| {
+        let mut req = client.post(app.url(&format!("/voucher-order/seckill/{voucher}")));
+        if let Some(style) = style {
+            req = req.header("x-api-style", style);
+        }
+        if let Some(token) = token {
+            req = req.header("authorization", token);
+        }
+        req.send()
+    };
+    let rest = order(None, Some(token.clone())).await.unwrap();
+    assert_eq!(rest.status(), StatusCode::CONFLICT);
+    let course = order(Some("course"), Some(token.clone())).await.unwrap();
+    assert_eq!(course.status(), StatusCode::OK);
+    let body: Value = course.json().await.unwrap();
+    assert_eq!(body["success"], false);
+    assert_eq!(body["errorCode"], "SOLD_OUT");
+    assert!(body["errorMsg"].as_str().is_some_and(|m| !m.is_empty()));
+    let anonymous = order(Some("course"), None).await.unwrap();
+    assert_eq!(anonymous.status(), StatusCode::UNAUTHORIZED);
+    let bad = client.post(app.url("/user/code?phone=123")).header("x-api-style", "course").send().await.unwrap();
+    assert_eq!(bad.status(), StatusCode::OK);
+    assert_eq!(bad.json::<Value>().await.unwrap()["errorCode"], "VALIDATION");
+}
