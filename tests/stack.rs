@@ -128,3 +128,78 @@ async fn with_one_instance_killed_nginx_keeps_serving_and_orders_stay_correct() 
     }
     assert_eq!(seen.len(), 2, "app2 serves again: {seen:?}");
 }
+
+/// The course's own pages call `/api/...` and read a failure's `errorMsg`
+/// only from a 2xx answer; they send the user to the login page on 401.
+#[tokio::test]
+#[ignore = "needs the nginx stack; scripts/test runs it"]
+async fn the_course_front_end_path_under_api_logs_in_lists_and_buys_with_course_style_answers() {
+    use redis::AsyncCommands;
+    use serde_json::{Value, json};
+    let stack = Stack::connect().await;
+    let course = Api::new(format!("{}/api", env("HMDP_BASE_URL")), env("ADMIN_KEY"), 4);
+    // A phone of its own per run: a code sent in the last minute blocks another.
+    let phone = format!("139{:08}", chrono::Utc::now().timestamp_micros() % 100_000_000);
+    let phone = phone.as_str();
+
+    // Login exactly as the course's login page does it.
+    let sent: Value = course.send_code(phone).await.json().await.unwrap();
+    assert_eq!(sent["success"], true, "{sent}");
+    let mut redis = connect_redis(&env("REDIS_URL")).await.unwrap();
+    let code: String = redis.get(format!("login:code:{phone}")).await.unwrap();
+    let login: Value = course.post_login(phone, &code).await.json().await.unwrap();
+    assert_eq!(login["success"], true, "{login}");
+    let token = login["data"].as_str().unwrap().to_owned();
+
+    // The shop's voucher list, with the seckill fields.
+    let shop = 4_242;
+    let now = chrono::Utc::now();
+    let mut body = common::seckill_body(
+        2,
+        &(now - chrono::Duration::minutes(1)).to_rfc3339(),
+        &(now + chrono::Duration::hours(1)).to_rfc3339(),
+    );
+    body["shopId"] = json!(shop);
+    let created: Value =
+        stack.api.post_json("/voucher/seckill", Some(&env("ADMIN_KEY")), &body).await.json().await.unwrap();
+    let voucher = created["data"].as_u64().unwrap();
+    let list: Value = course.get(&format!("/voucher/list/{shop}"), None).await.json().await.unwrap();
+    let listed = list["data"].as_array().unwrap().iter().find(|v| v["id"] == voucher).expect("voucher listed").clone();
+    assert_eq!(listed["stock"], 2);
+
+    // The seckill button: the order id is a string, exactly the stored id.
+    let bought = course.order(voucher, &token).await;
+    assert_eq!(bought.status(), 200);
+    let bought: Value = bought.json().await.unwrap();
+    let order_id = bought["data"].as_str().expect("the order id is a string").to_owned();
+    let stored: i64 = sqlx::query_scalar("SELECT id FROM tb_voucher_order WHERE voucher_id = ?")
+        .bind(voucher)
+        .fetch_one(&stack.db)
+        .await
+        .unwrap();
+    assert_eq!(order_id, stored.to_string());
+
+    // A second purchase: HTTP 200 with the reason under /api/, 409 under /.
+    let again = course.order(voucher, &token).await;
+    assert_eq!(again.status(), 200);
+    let again: Value = again.json().await.unwrap();
+    assert_eq!((again["success"].clone(), again["errorCode"].clone()), (json!(false), json!("DUPLICATE_ORDER")));
+    assert!(again["errorMsg"].as_str().is_some_and(|m| !m.is_empty()));
+    assert_eq!(stack.api.order(voucher, &token).await.status(), 409);
+
+    // 401 stays 401 on both paths; a client cannot ask `/` for 200s.
+    assert_eq!(course.order(voucher, "not-a-token").await.status(), 401);
+    assert_eq!(stack.api.order(voucher, "not-a-token").await.status(), 401);
+    let asked = reqwest::Client::new()
+        .post(stack.api.url(&format!("/voucher-order/seckill/{voucher}")))
+        .header("authorization", &token)
+        .header("x-api-style", "course")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(asked.status(), 409);
+
+    // Metrics are not public: not through nginx, on either path.
+    assert_eq!(stack.api.get("/metrics", None).await.status(), 404);
+    assert_eq!(course.get("/metrics", None).await.status(), 404);
+}
