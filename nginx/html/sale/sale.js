@@ -102,39 +102,42 @@ function phase(v, now) {
   return v.stock > 0 ? "on" : "soldout";
 }
 
+// Items are updated in place (not rebuilt) so a button being clicked is
+// never swapped out under the pointer.
 function render() {
   const now = Date.now() + serverSkewMs;
   const list = $("vouchers");
-  list.replaceChildren();
   const seckill = vouchers.filter((v) => v.stock !== undefined && v.stock !== null);
+  const ids = new Set(seckill.map((v) => String(v.id)));
+  for (const li of [...list.children]) {
+    if (!ids.has(li.dataset.voucher || "")) li.remove();
+  }
   if (!seckill.length) {
     const li = document.createElement("li");
     li.className = "muted";
     li.textContent = "No seckill vouchers in this shop.";
     list.append(li);
+    return;
   }
   for (const v of seckill) {
-    const li = document.createElement("li");
-    li.dataset.voucher = v.id;
-    const title = document.createElement("span");
-    title.className = "title";
-    title.textContent = v.title;
-    const stock = document.createElement("span");
-    stock.className = "stock";
-    stock.textContent = "Stock: " + v.stock;
-    const when = document.createElement("span");
-    when.className = "when muted";
+    let li = list.querySelector(`li[data-voucher="${v.id}"]`);
+    if (!li) {
+      li = document.createElement("li");
+      li.dataset.voucher = v.id;
+      li.innerHTML = '<span class="title"></span><span class="stock"></span><span class="when muted"></span><button class="buy"></button>';
+      const buy = li.querySelector(".buy");
+      buy.addEventListener("click", () => order(v.id, buy));
+      list.append(li);
+    }
     const p = phase(v, now);
-    when.textContent = p === "soon" ? "Starts in " + fmtLeft(Date.parse(v.beginTime) - now)
+    li.querySelector(".title").textContent = v.title;
+    li.querySelector(".stock").textContent = "Stock: " + v.stock;
+    li.querySelector(".when").textContent = p === "soon" ? "Starts in " + fmtLeft(Date.parse(v.beginTime) - now)
       : p === "ended" ? "Ended" : "Ends in " + fmtLeft(Date.parse(v.endTime) - now);
-    const buy = document.createElement("button");
-    buy.className = "buy";
+    const buy = li.querySelector(".buy");
     buy.textContent = p === "soldout" ? "Sold out" : "Buy";
-    buy.disabled = !token();
+    if (!buy.dataset.busy) buy.disabled = !token();
     buy.title = token() ? "" : "Log in to buy";
-    buy.addEventListener("click", () => order(v.id, buy));
-    li.append(title, stock, when, buy);
-    list.append(li);
   }
 }
 
@@ -148,7 +151,9 @@ async function loadVouchers() {
 
 async function order(voucherId, button) {
   button.disabled = true;
+  button.dataset.busy = "1";
   const json = await call("POST", "/voucher-order/seckill/" + voucherId);
+  delete button.dataset.busy;
   button.disabled = false;
   if (json.success) {
     say("Bought! Order " + json.data + ".", true);
