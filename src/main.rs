@@ -66,6 +66,9 @@ async fn lab(config: Config, options: hmdp::lab::LabOptions) -> anyhow::Result<(
     } else {
         print!("{}", report.markdown());
     }
+    if let Some(path) = &options.save_json {
+        std::fs::write(path, serde_json::to_string_pretty(&report)?)?;
+    }
     if let Some(path) = &options.chart {
         std::fs::write(path, hmdp::lab::render_svg(&report)?)?;
         eprintln!("chart written to {}", path.display());

@@ -63,6 +63,9 @@ pub struct LabOptions {
     /// Also draw wall time and correctness per strategy as an SVG file.
     #[arg(long)]
     pub chart: Option<PathBuf>,
+    /// Also write the JSON report to this file.
+    #[arg(long)]
+    pub save_json: Option<PathBuf>,
 }
 
 impl Default for LabOptions {
@@ -78,6 +81,7 @@ impl Default for LabOptions {
             only: Vec::new(),
             json: false,
             chart: None,
+            save_json: None,
         }
     }
 }

@@ -135,6 +135,7 @@ impl Consumer {
                     // A stream was deleted: its group is made again.
                     ready.clear();
                 }
+                metrics::counter!("hmdp_async_consumer_failures_total", "what" => "round").increment(1);
                 tracing::warn!(consumer = %self.name, error = %err, "order consumer round failed; retrying");
                 tokio::time::sleep(BACKOFF).await;
             }
@@ -225,9 +226,11 @@ impl Consumer {
         match self.persist(voucher, &sk, &entries).await {
             Ok(()) => {}
             Err(PersistError::Unavailable(err)) => {
+                metrics::counter!("hmdp_async_consumer_failures_total", "what" => "batch_unavailable").increment(1);
                 tracing::warn!(voucher, count = entries.len(), error = %format!("{err:#}"), "batch not persisted; will retry");
             }
             Err(PersistError::Refused(err)) => {
+                metrics::counter!("hmdp_async_consumer_failures_total", "what" => "batch_refused").increment(1);
                 tracing::warn!(voucher, count = entries.len(), error = %format!("{err:#}"), "batch refused; persisting one by one");
                 for entry in &entries {
                     match self.persist(voucher, &sk, std::slice::from_ref(entry)).await {

@@ -81,8 +81,11 @@ pub(super) async fn refused(consumer: &Consumer, sk: &SeckillKeys, voucher: u64,
         );
         return;
     }
-    if let Err(err) = dead_letter(consumer, sk, voucher, entry, reason).await {
-        tracing::warn!(voucher, order_id = entry.order_id, error = %err, "dead-lettering failed; will retry");
+    match dead_letter(consumer, sk, voucher, entry, reason).await {
+        Ok(()) => metrics::counter!("hmdp_async_dead_lettered_total").increment(1),
+        Err(err) => {
+            tracing::warn!(voucher, order_id = entry.order_id, error = %err, "dead-lettering failed; will retry")
+        }
     }
 }
 
