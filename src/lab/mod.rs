@@ -46,9 +46,10 @@ pub struct LabOptions {
     /// baseline).
     #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(2..=64))]
     pub segments: u32,
-    /// The naive strategy's pause between reading the stock and writing it:
-    /// it makes its race certain instead of likely.
-    #[arg(long, default_value_t = 5)]
+    /// The naive strategy's pause between reading the stock and writing it
+    /// (up to twice this, depending on the buyer): it makes its race
+    /// certain instead of likely.
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=1000))]
     pub race_pause_ms: u64,
     /// A seconds-long run: 2,000 buyers, stock 500, 200 in flight, and
     /// shorter lock scenarios. Overrides the three sizes.
@@ -210,7 +211,11 @@ pub async fn run(config: &Config, options: &LabOptions) -> anyhow::Result<LabRep
     let redis = startup::connect_redis(&config.redis_url).await?;
     let scale = options.scale(config.db_max_connections);
     let requests = std::sync::Arc::new(drive::requests(scale.users, scale.double_click_percent));
-    let lab_prefix = format!("{}lab:", config.redis_key_prefix);
+    // Voucher ids start again in every database (the stack's, bench-lab's
+    // scratch one, each test's), and a strategy's Redis state outlives its
+    // run: keys named after the database keep one from reading another's.
+    let database: sqlx::mysql::MySqlConnectOptions = config.database_url.parse().context("parsing DATABASE_URL")?;
+    let lab_prefix = format!("{}lab:{}:", config.redis_key_prefix, database.get_database().unwrap_or_default());
 
     let mut strategies = Vec::new();
     for experiment in Experiment::STRATEGIES.into_iter().filter(|e| options.wants(*e)) {

@@ -116,7 +116,11 @@ pub async fn run(
                 notes.push(format!("{refused} refused while other segments held stock"));
             }
         }
-        Experiment::Naive => notes.push(format!("{} ms pause between read and write", scale.race_pause_ms)),
+        Experiment::Naive => notes.push(format!(
+            "{}-{} ms pause between read and write, one connection per buyer",
+            scale.race_pause_ms,
+            2 * scale.race_pause_ms
+        )),
         _ => {}
     }
     Ok(StrategyRun::new(experiment, voucher, &driven, audit, driven.wall, notes))
@@ -156,7 +160,7 @@ fn failed(err: impl std::fmt::Display) -> Refusal {
     Refusal::Borrowed("ERROR")
 }
 
-async fn stock_of(db: &MySqlPool, voucher: u64) -> sqlx::Result<i64> {
+async fn stock_of<'e>(db: impl sqlx::MySqlExecutor<'e>, voucher: u64) -> sqlx::Result<i64> {
     sqlx::query_scalar("SELECT stock FROM lab_stock WHERE voucher_id = ? AND segment = 0")
         .bind(voucher)
         .fetch_one(db)
@@ -184,21 +188,31 @@ async fn insert_order<'e>(db: impl sqlx::MySqlExecutor<'e>, voucher: u64, user: 
 
 /// Read, check, write, with nothing to stop two buyers between the read
 /// and the write: the course's first JMeter run.
+///
+/// The buyer keeps one connection from the read to the write, so the
+/// pool's connections are as many buyers inside their window at once, and the
+/// pause differs per buyer (1x to 2x): buyers that all took the same time
+/// would move in waves, each reading only after the previous wave wrote,
+/// and a stock that is a multiple of the wave would then end exactly at 0.
+/// With the windows out of step, the buyers that read in the last pause
+/// before the final unit went are still inside their window when it goes,
+/// and every one of them oversells.
 async fn naive(db: MySqlPool, voucher: u64, user: u64, pause: Duration) -> Result<(), Refusal> {
-    let stock = stock_of(&db, voucher).await.map_err(failed)?;
+    let mut conn = db.acquire().await.map_err(failed)?;
+    let stock = stock_of(&mut *conn, voucher).await.map_err(failed)?;
     if stock <= 0 {
         return Err("SOLD_OUT".into());
     }
-    if has_ordered(&db, voucher, user).await.map_err(failed)? {
+    if has_ordered(&mut *conn, voucher, user).await.map_err(failed)? {
         return Err("DUPLICATE_ORDER".into());
     }
-    tokio::time::sleep(pause).await;
+    tokio::time::sleep(pause + pause * (user % 5) as u32 / 4).await;
     sqlx::query("UPDATE lab_stock SET stock = stock - 1 WHERE voucher_id = ? AND segment = 0")
         .bind(voucher)
-        .execute(&db)
+        .execute(&mut *conn)
         .await
         .map_err(failed)?;
-    insert_order(&db, voucher, user, 0).await.map_err(failed)
+    insert_order(&mut *conn, voucher, user, 0).await.map_err(failed)
 }
 
 /// The row lock is taken first, so everything after it runs one buyer at a
