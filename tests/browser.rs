@@ -108,13 +108,11 @@ async fn buy_button(page: &Client, voucher: u64) -> Element {
     }
 }
 
-async fn seckill_voucher(api: &Api, shop: u64, title: &str, stock: i64) -> u64 {
+/// A seckill voucher whose sale opens `opens_in` from now (negative: already open).
+async fn seckill_voucher(api: &Api, shop: u64, title: &str, stock: i64, opens_in: chrono::Duration) -> u64 {
     let now = chrono::Utc::now();
-    let mut body = common::seckill_body(
-        stock,
-        &(now - chrono::Duration::minutes(1)).to_rfc3339(),
-        &(now + chrono::Duration::hours(2)).to_rfc3339(),
-    );
+    let mut body =
+        common::seckill_body(stock, &(now + opens_in).to_rfc3339(), &(now + chrono::Duration::hours(2)).to_rfc3339());
     body["shopId"] = json!(shop);
     body["title"] = json!(title);
     let created: Value = api.post_json("/voucher/seckill", Some(&env("ADMIN_KEY")), &body).await.json().await.unwrap();
@@ -123,13 +121,15 @@ async fn seckill_voucher(api: &Api, shop: u64, title: &str, stock: i64) -> u64 {
 
 #[tokio::test]
 #[ignore = "needs the nginx stack and chromium-driver; scripts/test runs it"]
-async fn in_a_browser_a_buyer_logs_in_buys_sees_the_order_and_is_told_already_bought_and_sold_out() {
+async fn in_a_browser_a_buyer_logs_in_buys_sees_the_order_and_is_told_already_bought_sold_out_and_not_started() {
     let base = env("HMDP_BASE_URL");
     let api = Api::new(base.clone(), env("ADMIN_KEY"), 4);
     let run = chrono::Utc::now().timestamp_micros() as u64;
     let shop = 500_000 + run % 100_000;
-    let on_sale = seckill_voucher(&api, shop, "50 off, today only", 5).await;
-    let sold_out = seckill_voucher(&api, shop, "Free coffee", 0).await;
+    let open = -chrono::Duration::minutes(1);
+    let on_sale = seckill_voucher(&api, shop, "50 off, today only", 5, open).await;
+    let sold_out = seckill_voucher(&api, shop, "Free coffee", 0, open).await;
+    let upcoming = seckill_voucher(&api, shop, "Tomorrow's deal", 3, chrono::Duration::hours(1)).await;
     let phone = format!("137{:08}", run % 100_000_000);
 
     let driver = Driver::start().await;
@@ -140,6 +140,10 @@ async fn in_a_browser_a_buyer_logs_in_buys_sees_the_order_and_is_told_already_bo
     let row = wait_text(&page, &format!("li[data-voucher=\"{on_sale}\"]"), |t| t.contains("Stock: 5")).await;
     assert!(row.contains("Ends in"), "{row}");
     wait_text(&page, &format!("li[data-voucher=\"{sold_out}\"] button.buy"), |t| t == "Sold out").await;
+    wait_text(&page, &format!("li[data-voucher=\"{upcoming}\"]"), |t| {
+        t.contains("Starts in 59m ") || t.contains("Starts in 1h 0m ")
+    })
+    .await;
 
     // Log in with the phone and the code (read where the SMS would go).
     page.find(Locator::Id("phone")).await.unwrap().send_keys(&phone).await.unwrap();
@@ -169,6 +173,8 @@ async fn in_a_browser_a_buyer_logs_in_buys_sees_the_order_and_is_told_already_bo
     wait_text(&page, "#message", |t| t == "You already bought this voucher.").await;
     buy_button(&page, sold_out).await.click().await.unwrap();
     wait_text(&page, "#message", |t| t == "Sold out.").await;
+    buy_button(&page, upcoming).await.click().await.unwrap();
+    wait_text(&page, "#message", |t| t == "The sale has not started yet.").await;
 
     // Usable at 360 px: nothing wider than the screen.
     let viewport = page.execute("return window.innerWidth", vec![]).await.unwrap();
@@ -180,9 +186,10 @@ async fn in_a_browser_a_buyer_logs_in_buys_sees_the_order_and_is_told_already_bo
     }
     page.close().await.unwrap();
     assert_eq!(
-        sqlx::query_scalar::<_, i64>("SELECT COUNT(*) FROM tb_voucher_order WHERE voucher_id IN (?, ?)")
+        sqlx::query_scalar::<_, i64>("SELECT COUNT(*) FROM tb_voucher_order WHERE voucher_id IN (?, ?, ?)")
             .bind(on_sale)
             .bind(sold_out)
+            .bind(upcoming)
             .fetch_one(&db)
             .await
             .unwrap(),
