@@ -179,6 +179,10 @@ async fn main() -> anyhow::Result<()> {
     let successes = recorder.count(Outcome::Success);
     let first_sent = recorder.first_sent().unwrap_or_else(Instant::now);
     let drain_timeout = Duration::from_secs_f64(args.drain_timeout);
+    // A fresh pool for what follows: a fault run may have killed the idle
+    // connections of the first one while the sale ran.
+    db.close().await;
+    let db = connect_database(&args.database_url, 4).await?;
     let rows_landed = wait_for_rows(&db, voucher, before.orders + successes as i64, drain_timeout).await?;
     let mut redis = connect_redis(&args.redis_url).await?;
     let keys = Keys::new(&args.redis_key_prefix);
@@ -235,12 +239,18 @@ async fn wait_for_rows(
 ) -> anyhow::Result<Option<Instant>> {
     let deadline = Instant::now() + timeout;
     loop {
-        let orders: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM tb_voucher_order WHERE voucher_id = ?")
+        let orders = sqlx::query_scalar::<_, i64>("SELECT COUNT(*) FROM tb_voucher_order WHERE voucher_id = ?")
             .bind(voucher)
             .fetch_one(db)
-            .await?;
-        if orders >= expected {
-            return Ok(Some(Instant::now()));
+            .await;
+        match orders {
+            Ok(orders) if orders >= expected => return Ok(Some(Instant::now())),
+            Ok(_) => {}
+            // A fault run kills every connection to the database, this
+            // tool's idle ones included: a poll is safe to repeat, so only
+            // the deadline ends it.
+            Err(err) if Instant::now() < deadline => eprintln!("polling the orders failed, retrying: {err}"),
+            Err(err) => return Err(err.into()),
         }
         if Instant::now() >= deadline {
             return Ok(None);
@@ -260,7 +270,15 @@ async fn wait_for_drain(
 ) -> anyhow::Result<Option<hmdp::seckill::Reconciliation>> {
     let deadline = Instant::now() + timeout;
     loop {
-        let report = hmdp::seckill::reconcile(db, redis, keys, voucher).await?;
+        let report = match hmdp::seckill::reconcile(db, redis, keys, voucher).await {
+            Ok(report) => report,
+            Err(err) if Instant::now() < deadline => {
+                eprintln!("reading the drain failed, retrying: {err:#}");
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                continue;
+            }
+            Err(err) => return Err(err),
+        };
         if report.redis_stock.is_none() {
             return Ok(None);
         }
