@@ -58,6 +58,11 @@ struct Args {
     /// Workers start evenly spread over this many seconds.
     #[arg(long, default_value_t = 0.0)]
     ramp_up: f64,
+    /// At most this many requests per second in all (JMeter's Constant
+    /// Throughput Timer): the sale then lasts a known time whatever the
+    /// box's speed, so a fault injected after a delay lands mid-sale.
+    #[arg(long, value_parser = positive_rate)]
+    throughput: Option<f64>,
     /// Requests per user; above 1 it is a duplicate storm.
     #[arg(long, default_value_t = 1)]
     requests_per_user: usize,
@@ -87,6 +92,13 @@ struct Args {
     /// per request instead of an order; no voucher, no audit.
     #[arg(long, conflicts_with_all = ["stock", "voucher"])]
     ceiling: bool,
+}
+
+fn positive_rate(value: &str) -> Result<f64, String> {
+    match value.parse::<f64>() {
+        Ok(rate) if rate.is_finite() && rate > 0.0 => Ok(rate),
+        _ => Err(format!("{value} is not a positive number of requests per second")),
+    }
 }
 
 #[tokio::main]
@@ -125,14 +137,17 @@ async fn main() -> anyhow::Result<()> {
         (reqwest::Method::POST, format!("{base}/voucher-order/seckill/{voucher}"))
     };
     eprintln!(
-        "{method} {url}: {} requests from {} users, concurrency {}, ramp-up {}s",
+        "{method} {url}: {} requests from {} users, concurrency {}, ramp-up {}s{}",
         jobs.len(),
         tokens.len(),
         args.concurrency,
-        args.ramp_up
+        args.ramp_up,
+        args.throughput.map(|rate| format!(", at most {rate}/s")).unwrap_or_default()
     );
 
     let progress = tokio::spawn(show_progress(done.clone(), jobs.len()));
+    let paced_from = Instant::now();
+    let throughput = args.throughput;
     let workers: Vec<_> = (0..args.concurrency)
         .map(|w| {
             let (client, jobs, tokens, next, done, url, method) =
@@ -145,6 +160,9 @@ async fn main() -> anyhow::Result<()> {
                 loop {
                     let i = next.fetch_add(1, Ordering::Relaxed);
                     let Some(&user) = jobs.get(i) else { break };
+                    if let Some(rate) = throughput {
+                        tokio::time::sleep_until((paced_from + Duration::from_secs_f64(i as f64 / rate)).into()).await;
+                    }
                     let sent = Instant::now();
                     let (outcome, order_id) = call(&client, method.clone(), &url, &tokens[user].token).await;
                     recorder.record(outcome, sent, Instant::now());
@@ -213,6 +231,7 @@ async fn main() -> anyhow::Result<()> {
             "requests": jobs.len(),
             "concurrency": args.concurrency,
             "rampUpSecs": args.ramp_up,
+            "throughput": args.throughput,
             "report": summary,
             "rowsLandedSecs": rows_landed.map(|at| (at - first_sent).as_secs_f64()),
             "audit": audit,
