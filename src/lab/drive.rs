@@ -37,6 +37,8 @@ pub fn requests(users: u64, double_click_percent: u8) -> Vec<u64> {
 
 pub struct Driven {
     pub wall: Duration,
+    /// Distinct buyers among the requests.
+    pub buyers: u64,
     /// Buyers answered success, once per success answer.
     pub successes: Vec<u64>,
     pub refusals: BTreeMap<String, u64>,
@@ -68,8 +70,14 @@ where
             })
         })
         .collect();
-    let mut driven =
-        Driven { wall: Duration::ZERO, successes: Vec::new(), refusals: BTreeMap::new(), latencies_us: Vec::new() };
+    let buyers = requests.iter().collect::<std::collections::HashSet<_>>().len() as u64;
+    let mut driven = Driven {
+        wall: Duration::ZERO,
+        buyers,
+        successes: Vec::new(),
+        refusals: BTreeMap::new(),
+        latencies_us: Vec::new(),
+    };
     for worker in workers {
         for (user, outcome, latency) in worker.await.expect("a lab worker panicked") {
             driven.latencies_us.push(latency.as_micros() as u64);

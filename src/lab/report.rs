@@ -10,12 +10,23 @@ use super::{
     drive::{Audit, Driven, percentile_ms},
 };
 
+/// Refusals that leave stock behind by design: a lost version race, a
+/// segment lock not had in time.
+const REFUSED_WITH_STOCK_LEFT: [&str; 2] = ["VERSION_CONFLICT", "LOCK_TIMEOUT"];
+
+/// Buyers beyond the stock that guarantee a sell-out: a buyer always goes to
+/// the same segment (by id), and with this many more buyers than units
+/// (the most segments the lab splits into) every segment has more buyers
+/// than units.
+const SELL_OUT_MARGIN: i64 = 64;
+
 #[derive(Clone, Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct StrategyRun {
     pub strategy: Experiment,
     pub name: &'static str,
     pub voucher_id: u64,
+    pub buyers: u64,
     pub wall_ms: u64,
     pub orders_per_sec: f64,
     pub successes: u64,
@@ -40,6 +51,7 @@ impl StrategyRun {
             strategy,
             name: strategy.name(),
             voucher_id,
+            buyers: driven.buyers,
             wall_ms: wall.as_millis() as u64,
             orders_per_sec: successes as f64 / wall.as_secs_f64().max(1e-9),
             successes,
@@ -66,6 +78,20 @@ impl StrategyRun {
             _ if !audit.clean() => Some(format!("{}: audit failed: {audit:?}", self.name)),
             Experiment::VersionCas if audit.stock_left == 0 => {
                 Some(format!("{}: no buyer lost a version race, so the pitfall did not show", self.name))
+            }
+            // A clean audit also passes a strategy that sold nothing (say,
+            // every buyer answered DUPLICATE_ORDER from stale Redis state):
+            // with more buyers than units, stock may only be left behind by
+            // a refusal that leaves it by design.
+            _ if audit.stock_left > 0
+                && i64::try_from(self.buyers).unwrap_or(i64::MAX)
+                    >= audit.initial_stock.saturating_add(SELL_OUT_MARGIN)
+                && !REFUSED_WITH_STOCK_LEFT.iter().any(|why| self.refusals.contains_key(*why)) =>
+            {
+                Some(format!(
+                    "{}: {} of {} units left unsold though {} buyers came, and no refusal explains it: {:?}",
+                    self.name, audit.stock_left, audit.initial_stock, self.buyers, self.refusals
+                ))
             }
             _ => None,
         }
@@ -171,5 +197,50 @@ impl LabReport {
             }
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(strategy: Experiment, buyers: u64, stock: i64, sold: &[u64], refusals: &[(&str, u64)]) -> StrategyRun {
+        let driven = Driven {
+            wall: Duration::from_millis(100),
+            buyers,
+            successes: sold.to_vec(),
+            refusals: refusals.iter().map(|(why, n)| (why.to_string(), *n)).collect(),
+            latencies_us: vec![1_000; sold.len()],
+        };
+        let audit = Audit::of(stock, stock - sold.len() as i64, sold, sold);
+        StrategyRun::new(strategy, 1, &driven, audit, driven.wall, Vec::new())
+    }
+
+    #[test]
+    fn a_correct_strategy_that_sold_nothing_to_a_crowd_is_flagged() {
+        let stale = run(Experiment::RedisLuaStream, 2_000, 500, &[], &[("DUPLICATE_ORDER", 2_200)]);
+        let why = stale.unexpected().expect("selling nothing to 2,000 buyers must be flagged");
+        assert!(why.contains("500 of 500 units left unsold"), "{why}");
+    }
+
+    #[test]
+    fn stock_left_after_a_refusal_that_leaves_it_is_as_expected() {
+        let sold: Vec<u64> = (0..400).collect();
+        let cas = run(Experiment::VersionCas, 2_000, 500, &sold, &[("VERSION_CONFLICT", 1_600)]);
+        assert_eq!(cas.unexpected(), None);
+        let segmented = run(Experiment::Segmented, 2_000, 500, &sold, &[("LOCK_TIMEOUT", 3), ("SOLD_OUT", 1_597)]);
+        assert_eq!(segmented.unexpected(), None);
+    }
+
+    #[test]
+    fn stock_left_when_buyers_were_too_few_to_empty_it_is_as_expected() {
+        let sold: Vec<u64> = (0..480).collect();
+        assert_eq!(run(Experiment::StockGuardLock, 480, 500, &sold, &[]).unexpected(), None);
+    }
+
+    #[test]
+    fn a_sold_out_correct_strategy_is_as_expected() {
+        let sold: Vec<u64> = (0..500).collect();
+        assert_eq!(run(Experiment::GroupCommit, 2_000, 500, &sold, &[("SOLD_OUT", 1_500)]).unexpected(), None);
     }
 }
