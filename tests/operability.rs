@@ -110,6 +110,18 @@ async fn metrics_move_with_the_orders_in_both_modes() {
     assert!(last.contains(&format!("hmdp_async_consumer_lag{{voucher=\"{v}\"}}")), "{last}");
     // The consumer persisted the order: nothing is left undelivered.
     assert_eq!(sample(&last, "hmdp_async_consumer_lag", &[("voucher", &v)]), 0.0, "{last}");
+    assert_every_family_is_explained(&last);
+}
+
+/// What `promtool check metrics` asks first: a HELP line for every family.
+fn assert_every_family_is_explained(exposition: &str) {
+    let described: BTreeSet<&str> =
+        exposition.lines().filter_map(|l| l.strip_prefix("# HELP ")?.split(' ').next()).collect();
+    let typed: BTreeSet<&str> =
+        exposition.lines().filter_map(|l| l.strip_prefix("# TYPE ")?.split(' ').next()).collect();
+    assert!(typed.len() >= 10, "expected the service's families, got {typed:?}");
+    let unexplained: Vec<_> = typed.difference(&described).collect();
+    assert!(unexplained.is_empty(), "families without a HELP line: {unexplained:?}");
 }
 
 #[tokio::test]

@@ -39,9 +39,53 @@ pub fn recorder() -> PrometheusHandle {
             if metrics::set_global_recorder(recorder).is_err() {
                 tracing::warn!("a metrics recorder was already installed; /metrics will be empty");
             }
+            describe();
             handle
         })
         .clone()
+}
+
+/// HELP lines: `promtool check metrics` (and whoever reads a dashboard)
+/// wants every family explained. Names are listed here once, whichever
+/// module counts them.
+fn describe() {
+    use metrics::{Unit, describe_counter, describe_gauge, describe_histogram};
+    describe_counter!("hmdp_http_requests_total", "HTTP requests answered, by method, matched route and status");
+    describe_histogram!(
+        "hmdp_http_request_duration_seconds",
+        Unit::Seconds,
+        "Time from the request's arrival to its answer, by method and matched route"
+    );
+    describe_counter!(
+        "hmdp_seckill_orders_total",
+        "Seckill orders answered, by mode and outcome (success or errorCode)"
+    );
+    describe_counter!(
+        "hmdp_dependency_errors_total",
+        "Calls to Redis or the database that failed, by dependency and kind (unavailable or error)"
+    );
+    describe_gauge!("hmdp_db_pool_connections", "Database pool connections, by state (idle, in_use)");
+    describe_gauge!("hmdp_db_pool_max_connections", "The database pool's ceiling (DB_MAX_CONNECTIONS)");
+    describe_counter!(
+        "hmdp_lock_events_total",
+        "Order lock events since start: acquired, reentered, contended, wait_timeout, renewed, lost, abandoned"
+    );
+    describe_counter!("hmdp_group_commit_groups_total", "Transactions committed by the group-commit path");
+    describe_counter!("hmdp_group_commit_orders_total", "Orders committed by the group-commit path");
+    describe_gauge!("hmdp_async_stream_length", "Entries in a voucher's order stream (asynchronous mode)");
+    describe_gauge!(
+        "hmdp_async_pending_entries",
+        "Entries delivered to the consumer group but not yet acknowledged (asynchronous mode)"
+    );
+    describe_gauge!("hmdp_async_consumer_lag", "Entries the consumer group has not yet read (asynchronous mode)");
+    describe_counter!(
+        "hmdp_async_consumer_failures_total",
+        "Consumer rounds or batches that failed and will be retried"
+    );
+    describe_counter!(
+        "hmdp_async_dead_lettered_total",
+        "Stream entries moved to the dead-letter stream after too many deliveries"
+    );
 }
 
 pub fn routes() -> Router<AppState> {
