@@ -51,6 +51,8 @@ where
     F: Fn(u64) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = Result<(), Refusal>> + Send,
 {
+    // Counted before the clock starts: the wall time is the orders' alone.
+    let buyers = requests.iter().collect::<std::collections::HashSet<_>>().len() as u64;
     let order = Arc::new(order);
     let next = Arc::new(AtomicUsize::new(0));
     let started = Instant::now();
@@ -70,7 +72,6 @@ where
             })
         })
         .collect();
-    let buyers = requests.iter().collect::<std::collections::HashSet<_>>().len() as u64;
     let mut driven = Driven {
         wall: Duration::ZERO,
         buyers,

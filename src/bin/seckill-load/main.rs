@@ -265,11 +265,7 @@ async fn wait_for_rows(
         match orders {
             Ok(orders) if orders >= expected => return Ok(Some(Instant::now())),
             Ok(_) => {}
-            // A fault run kills every connection to the database, this
-            // tool's idle ones included: a poll is safe to repeat, so only
-            // the deadline ends it.
-            Err(err) if Instant::now() < deadline => eprintln!("polling the orders failed, retrying: {err}"),
-            Err(err) => return Err(err.into()),
+            Err(err) => retry_until(deadline, "polling the orders", err)?,
         }
         if Instant::now() >= deadline {
             return Ok(None);
@@ -289,23 +285,26 @@ async fn wait_for_drain(
 ) -> anyhow::Result<Option<hmdp::seckill::Reconciliation>> {
     let deadline = Instant::now() + timeout;
     loop {
-        let report = match hmdp::seckill::reconcile(db, redis, keys, voucher).await {
-            Ok(report) => report,
-            Err(err) if Instant::now() < deadline => {
-                eprintln!("reading the drain failed, retrying: {err:#}");
-                tokio::time::sleep(Duration::from_millis(20)).await;
-                continue;
-            }
-            Err(err) => return Err(err),
-        };
-        if report.redis_stock.is_none() {
-            return Ok(None);
-        }
-        if report.drained() || Instant::now() >= deadline {
-            return Ok(Some(report));
+        match hmdp::seckill::reconcile(db, redis, keys, voucher).await {
+            Ok(report) if report.redis_stock.is_none() => return Ok(None),
+            Ok(report) if report.drained() || Instant::now() >= deadline => return Ok(Some(report)),
+            Ok(_) => {}
+            Err(err) => retry_until(deadline, "reading the drain", err)?,
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+}
+
+/// A poll that failed is tried again until its deadline: a fault run kills
+/// every connection to the database, this tool's idle ones included, and a
+/// poll is safe to repeat.
+fn retry_until(deadline: Instant, what: &str, err: impl Into<anyhow::Error>) -> anyhow::Result<()> {
+    let err = err.into();
+    if Instant::now() >= deadline {
+        return Err(err);
+    }
+    eprintln!("{what} failed, retrying: {err:#}");
+    Ok(())
 }
 
 /// The outcome, and the order id a success (or a duplicate) names.
