@@ -43,7 +43,8 @@ pub struct Config {
     /// How many order transactions of one instance may wait on one voucher's
     /// stock row at once. InnoDB's throughput on a hot row collapses when
     /// hundreds of transactions queue on its lock; a few at a time keep it
-    /// busy without the collapse.
+    /// busy without the collapse. Only at `ORDER_BATCH_MAX` = 1: with group
+    /// commit, one worker per voucher is all that reaches the row.
     #[arg(long, env = "HOT_ROW_PERMITS", default_value_t = 8)]
     pub hot_row_permits: usize,
 
@@ -80,6 +81,12 @@ pub struct Config {
     /// next gathers by itself.
     #[arg(long, env = "ORDER_BATCH_WAIT_MS", default_value_t = 0)]
     pub order_batch_wait_ms: u64,
+
+    /// Synchronous mode: a voucher's group-commit worker that saw no order
+    /// for this long ends (the next order starts another), so ended sales
+    /// leave no idle tasks behind.
+    #[arg(long, env = "ORDER_BATCH_WORKER_IDLE_MS", default_value_t = 60_000)]
+    pub order_batch_worker_idle_ms: u64,
 
     /// SMS codes sent to one phone per day, across instances.
     #[arg(long, env = "SMS_CODES_PER_PHONE_DAY", default_value_t = 10)]
@@ -147,6 +154,7 @@ impl std::fmt::Debug for Config {
             .field("seckill_mode", &self.seckill_mode)
             .field("order_batch_max", &self.order_batch_max)
             .field("order_batch_wait_ms", &self.order_batch_wait_ms)
+            .field("order_batch_worker_idle_ms", &self.order_batch_worker_idle_ms)
             .field("log_sms_codes", &self.log_sms_codes)
             .field("sms_codes_per_phone_day", &self.sms_codes_per_phone_day)
             .field("login_failures_per_phone_day", &self.login_failures_per_phone_day)
@@ -230,6 +238,9 @@ impl Config {
         if self.order_batch_wait_ms > 1_000 {
             anyhow::bail!("ORDER_BATCH_WAIT_MS must be at most 1000");
         }
+        if self.order_batch_worker_idle_ms < 100 {
+            anyhow::bail!("ORDER_BATCH_WORKER_IDLE_MS must be at least 100");
+        }
         if self.order_id_block == 0 || self.order_id_block > 100_000 {
             anyhow::bail!("ORDER_ID_BLOCK must be between 1 and 100000");
         }
@@ -268,6 +279,7 @@ mod tests {
             seckill_mode: SeckillMode::Sync,
             order_batch_max: 64,
             order_batch_wait_ms: 0,
+            order_batch_worker_idle_ms: 60_000,
             log_sms_codes: false,
             sms_codes_per_phone_day: 10,
             login_failures_per_phone_day: 20,

@@ -8,6 +8,8 @@
 
 pub mod auth;
 pub mod config;
+pub mod connect;
+pub mod dependency;
 pub mod http;
 pub mod ids;
 pub mod keys;
@@ -29,13 +31,13 @@ pub use state::AppState;
 /// The whole service. The refresh layer wraps every route; the login layer
 /// wraps only the protected ones.
 pub fn app(state: AppState) -> Router {
-    let protected = auth::protect(auth::user_routes().merge(seckill::user_routes()));
+    let protected = auth::protect(auth::user_routes().merge(seckill::routes()));
     let routes = Router::new()
         .merge(http::health::routes())
         .merge(auth::public_routes())
         .merge(voucher::routes())
         .merge(protected)
-        .layer(middleware::from_fn_with_state(state.clone(), auth::refresh_session))
+        .layer(middleware::from_fn_with_state(state.auth.clone(), auth::refresh_session))
         // Scrapes and the API's own description need no session.
         .merge(monitoring::routes())
         .merge(openapi::routes());

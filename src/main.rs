@@ -87,16 +87,17 @@ async fn lab(config: Config, options: hmdp::lab::LabOptions) -> anyhow::Result<(
 
 async fn reconcile(config: Config, voucher: Option<u64>) -> anyhow::Result<()> {
     use redis::AsyncCommands;
-    config.validate()?;
-    let state = startup::build_state(config).await?;
-    let mut redis = state.redis.clone();
+    // Reads only: no migrations, no session secrets.
+    let db = startup::connect_database(&config.database_url, 2).await?;
+    let mut redis = startup::connect_redis(&config.redis_url).await?;
+    let keys = hmdp::keys::Keys::new(&config.redis_key_prefix);
     let vouchers: Vec<u64> = match voucher {
         Some(id) => vec![id],
-        None => redis.smembers(state.keys.seckill_active()).await?,
+        None => redis.smembers(keys.seckill_active()).await?,
     };
     let mut drift = 0;
     for voucher in vouchers {
-        let report = hmdp::seckill::reconcile(&state.db, &mut redis, &state.keys, voucher).await?;
+        let report = hmdp::seckill::reconcile(&db, &mut redis, &keys, voucher).await?;
         print!("{}", report.render());
         if !report.agrees() {
             drift += 1;
@@ -111,7 +112,7 @@ async fn seed_users(config: Config, count: u64, out: &std::path::Path, first_pho
     config.validate()?;
     let started = std::time::Instant::now();
     let state = startup::build_state(config).await?;
-    let users = hmdp::auth::seed_users(&state.db, &state.sessions, &state.tokens, first_phone, count).await?;
+    let users = hmdp::auth::seed_users(&state.db, &state.auth.sessions, &state.auth.tokens, first_phone, count).await?;
     let mut file = std::io::BufWriter::new(std::fs::File::create(out)?);
     writeln!(file, "userId,phone,token")?;
     for user in &users {

@@ -8,8 +8,6 @@ use utoipa::{
 };
 use utoipa_swagger_ui::SwaggerUi;
 
-use crate::state::AppState;
-
 #[derive(OpenApi)]
 #[openapi(
     info(
@@ -29,9 +27,9 @@ use crate::state::AppState;
         crate::voucher::create_voucher,
         crate::voucher::create_seckill_voucher,
         crate::voucher::list_for_shop,
-        crate::seckill::place_order,
-        crate::seckill::my_orders,
-        crate::seckill::show_order,
+        crate::seckill::routes::place_order,
+        crate::seckill::routes::my_orders,
+        crate::seckill::routes::show_order,
         crate::monitoring::scrape,
     ),
     components(schemas(crate::http::envelope::ErrorCode)),
@@ -72,6 +70,6 @@ impl Modify for Security {
 }
 
 /// `/openapi.json` and Swagger UI under `/docs`.
-pub fn routes() -> Router<AppState> {
+pub fn routes<S: Clone + Send + Sync + 'static>() -> Router<S> {
     SwaggerUi::new("/docs").url("/openapi.json", ApiDoc::openapi()).into()
 }

@@ -5,23 +5,19 @@
 use std::{sync::Arc, time::Duration};
 
 use anyhow::Context;
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use sqlx::{
-    ConnectOptions, Connection, MySqlPool,
-    mysql::{MySqlConnectOptions, MySqlConnection, MySqlPoolOptions},
-};
+use sqlx::MySqlPool;
 use tokio::net::TcpListener;
-use tokio_util::sync::CancellationToken;
 
+pub use crate::connect::{connect_database, connect_redis};
 use crate::{
     app,
-    auth::{CodeStore, SessionStore, TokenKeys},
-    config::{Config, SeckillMode},
+    auth::{Auth, CodeStore, LoginLimits, SessionStore, TokenKeys},
+    config::Config,
     ids::OrderIdGenerator,
     keys::Keys,
     lock::{LockConfig, LockService},
     ratelimit::{Limit, LocalUserLimiter, RateLimiter},
-    seckill::{CONSUMER_BLOCK, Consumer, GroupCommitter, VoucherGates},
+    seckill::{self, Seckill},
     state::AppState,
 };
 
@@ -31,8 +27,6 @@ pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
 pub struct Application {
     listener: TcpListener,
     state: AppState,
-    /// The asynchronous mode's order stream consumer, if that is the mode.
-    consumer: Option<Consumer>,
 }
 
 impl Application {
@@ -44,11 +38,7 @@ impl Application {
             config.instance_id = Some(listener.local_addr()?.to_string());
         }
         let state = build_state(config).await?;
-        let consumer = match state.config.seckill_mode {
-            SeckillMode::Sync => None,
-            SeckillMode::Async => Some(build_consumer(&state).await?),
-        };
-        Ok(Self { listener, state, consumer })
+        Ok(Self { listener, state })
     }
 
     pub fn port(&self) -> u16 {
@@ -60,25 +50,17 @@ impl Application {
     }
 
     /// Serves until `shutdown` resolves, then stops accepting and lets the
-    /// requests in flight finish; the consumer (if any) finishes its batch.
+    /// requests in flight finish; then the seckill's background work stops
+    /// (the consumer finishes its batch).
     pub async fn run_until(self, shutdown: impl Future<Output = ()> + Send + 'static) -> anyhow::Result<()> {
         let addr = self.listener.local_addr()?;
-        let mode = self.state.config.seckill_mode;
-        tracing::info!(%addr, instance = self.state.instance_id(), ?mode, "serving");
-        let stop = CancellationToken::new();
-        let consumer = self.consumer.map(|c| tokio::spawn(c.run(stop.clone())));
-        let group_commit = self.state.group_commit.clone();
+        let seckill = self.state.seckill.clone();
+        tracing::info!(%addr, instance = self.state.instance_id(), mode = seckill.mode(), "serving");
+        seckill.start();
         // The peer address is the client's when no nginx stands in front.
         let service = app(self.state).into_make_service_with_connect_info::<std::net::SocketAddr>();
         let served = axum::serve(self.listener, service).with_graceful_shutdown(shutdown).await.context("serving HTTP");
-        let groups = group_commit.stats();
-        if groups.groups > 0 {
-            tracing::info!(?groups, mean = groups.committed as f64 / groups.groups as f64, "group commit totals");
-        }
-        stop.cancel();
-        if let Some(consumer) = consumer {
-            consumer.await.ok();
-        }
+        seckill.shutdown().await;
         served
     }
 }
@@ -90,46 +72,29 @@ pub async fn build_state(config: Config) -> anyhow::Result<AppState> {
     let redis = connect_redis(&config.redis_url).await?;
     let keys = Keys::new(&config.redis_key_prefix);
     let pubsub_client = redis::Client::open(config.redis_url.as_str()).context("parsing REDIS_URL")?;
+    let locks = LockService::new(
+        pubsub_client,
+        redis.clone(),
+        LockConfig { watchdog_ttl: Duration::from_millis(config.lock_watchdog_ttl_ms) },
+    );
+    let order_ids = OrderIdGenerator::new(redis.clone(), keys.clone(), config.order_id_block);
+    let instance = config.instance_id.clone().unwrap_or_else(|| "unknown".into());
+    let deps = seckill::Dependencies { db: db.clone(), redis: redis.clone(), keys: keys.clone(), order_ids, locks };
+    let seckill = Seckill::build(&config, &instance, deps).await?;
     Ok(AppState {
-        locks: LockService::new(
-            pubsub_client,
-            redis.clone(),
-            LockConfig { watchdog_ttl: Duration::from_millis(config.lock_watchdog_ttl_ms) },
-        ),
-        gates: VoucherGates::new(config.hot_row_permits, config.hot_row_queue_max),
-        group_commit: GroupCommitter::new(
-            db.clone(),
-            config.order_batch_max,
-            Duration::from_millis(config.order_batch_wait_ms),
-        ),
-        limits: RateLimiter::new(redis.clone(), keys.clone()),
+        auth: Auth {
+            tokens: TokenKeys::new(config.jwt_secret.as_bytes()),
+            sessions: SessionStore::new(redis.clone(), keys.clone()),
+            codes: CodeStore::new(redis.clone(), keys.clone(), config.log_sms_codes),
+            limits: LoginLimits::from_config(&config),
+        },
+        seckill,
+        limits: RateLimiter::new(redis.clone(), keys),
         order_limit: LocalUserLimiter::new(Limit::per(config.orders_per_user_10s, Duration::from_secs(10))),
-        tokens: TokenKeys::new(config.jwt_secret.as_bytes()),
-        sessions: SessionStore::new(redis.clone(), keys.clone()),
-        codes: CodeStore::new(redis.clone(), keys.clone(), config.log_sms_codes),
         metrics: crate::monitoring::recorder(),
-        order_ids: OrderIdGenerator::new(redis.clone(), keys.clone(), config.order_id_block),
         db,
         redis,
-        keys,
         config: Arc::new(config),
-    })
-}
-
-/// The consumer reads with blocking XREADGROUPs, so it gets a connection
-/// of its own whose response timeout outlasts the block.
-async fn build_consumer(state: &AppState) -> anyhow::Result<Consumer> {
-    let config = &state.config;
-    let blocking = connect_redis_with(&config.redis_url, CONSUMER_BLOCK + Duration::from_secs(2)).await?;
-    Ok(Consumer {
-        db: state.db.clone(),
-        blocking,
-        redis: state.redis.clone(),
-        keys: state.keys.clone(),
-        name: state.instance_id().to_owned(),
-        batch_max: config.async_batch_max,
-        claim_idle: Duration::from_millis(config.async_claim_idle_ms),
-        max_deliveries: config.async_max_deliveries,
     })
 }
 
@@ -190,57 +155,6 @@ pub async fn verify_safety_constraints(db: &MySqlPool) -> anyhow::Result<()> {
         missing.join(" and ")
     );
     Ok(())
-}
-
-/// Connects, first creating the database named in the URL when it does not
-/// exist (a fresh MariaDB has none).
-pub async fn connect_database(url: &str, max_connections: u32) -> anyhow::Result<MySqlPool> {
-    let options: MySqlConnectOptions = url.parse().context("parsing DATABASE_URL")?;
-    let database = options.get_database().context("DATABASE_URL names no database")?.to_owned();
-    ensure_database(&options, &database).await?;
-    MySqlPoolOptions::new()
-        .max_connections(max_connections)
-        .acquire_timeout(Duration::from_secs(5))
-        .connect_with(options.log_statements(tracing::log::LevelFilter::Trace))
-        .await
-        .with_context(|| format!("connecting to MariaDB database {database}"))
-}
-
-async fn ensure_database(options: &MySqlConnectOptions, database: &str) -> anyhow::Result<()> {
-    // Identifiers cannot be bound; this name comes from our own settings and
-    // is restricted to characters that need no escaping inside backticks.
-    anyhow::ensure!(
-        !database.is_empty()
-            && database.len() <= 64
-            && database.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_'),
-        "database name {database:?} must be 1-64 characters of [A-Za-z0-9_]"
-    );
-    let mut conn = MySqlConnection::connect_with(&options.clone().database("information_schema"))
-        .await
-        .context("connecting to MariaDB")?;
-    sqlx::raw_sql(&format!(
-        "CREATE DATABASE IF NOT EXISTS `{database}` CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci"
-    ))
-    .execute(&mut conn)
-    .await
-    .with_context(|| format!("creating database {database}"))?;
-    conn.close().await.ok();
-    Ok(())
-}
-
-/// A reconnecting connection. Commands time out instead of hanging, so a
-/// dead Redis becomes a quick 503 rather than a stuck request.
-pub async fn connect_redis(url: &str) -> anyhow::Result<ConnectionManager> {
-    connect_redis_with(url, Duration::from_secs(2)).await
-}
-
-async fn connect_redis_with(url: &str, response_timeout: Duration) -> anyhow::Result<ConnectionManager> {
-    let client = redis::Client::open(url).context("parsing REDIS_URL")?;
-    let config = ConnectionManagerConfig::new()
-        .set_connection_timeout(Some(Duration::from_secs(2)))
-        .set_response_timeout(Some(response_timeout))
-        .set_number_of_retries(2);
-    ConnectionManager::new_with_config(client, config).await.context("connecting to Redis")
 }
 
 /// Resolves on SIGTERM or Ctrl-C.

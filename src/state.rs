@@ -1,40 +1,38 @@
 //! Everything a handler needs, built once at start-up and cloned cheaply
 //! into each request. No globals: tests build as many as they like.
+//!
+//! Features never take the whole state: each takes the parts it needs as
+//! sub-states (`State<Seckill>`, `State<MySqlPool>`), which `FromRef`
+//! derives from the fields below. So this module imports the features and
+//! no feature imports it back.
 
 use std::sync::Arc;
 
 use axum::extract::FromRef;
+use metrics_exporter_prometheus::PrometheusHandle;
 use redis::aio::ConnectionManager;
 use sqlx::MySqlPool;
 
 use crate::{
-    auth::{CodeStore, SessionStore, TokenKeys},
+    auth::Auth,
     config::Config,
-    ids::OrderIdGenerator,
-    keys::Keys,
-    lock::LockService,
     ratelimit::{LocalUserLimiter, RateLimiter},
-    seckill::{GroupCommitter, VoucherGates},
+    seckill::Seckill,
 };
 
-/// `FromRef` lets plumbing (health, readiness) take just the part it needs.
 #[derive(Clone, FromRef)]
 pub struct AppState {
     pub db: MySqlPool,
     pub redis: ConnectionManager,
     pub config: Arc<Config>,
-    pub keys: Keys,
-    pub tokens: TokenKeys,
-    pub sessions: SessionStore,
-    pub codes: CodeStore,
-    pub order_ids: OrderIdGenerator,
-    pub locks: LockService,
-    pub gates: VoucherGates,
-    pub group_commit: GroupCommitter,
+    pub auth: Auth,
+    pub seckill: Seckill,
+    /// Limits kept in Redis, across instances.
     pub limits: RateLimiter,
+    /// Orders per user, kept in this instance's memory.
     pub order_limit: LocalUserLimiter,
     /// Renders what the process-wide `metrics` recorder has counted.
-    pub metrics: metrics_exporter_prometheus::PrometheusHandle,
+    pub metrics: PrometheusHandle,
 }
 
 impl AppState {

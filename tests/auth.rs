@@ -138,7 +138,7 @@ async fn bad_tokens_are_all_401_in_the_envelope() {
     let token = app.login(&phone(9)).await;
     let me = expect_ok(app.get("/user/me", Some(&token)).await).await;
     let id = me["data"]["id"].as_u64().unwrap().to_string();
-    let sid = app.state.tokens.verify(&token).unwrap().sid;
+    let sid = app.state.auth.tokens.verify(&token).unwrap().sid;
 
     let (header, payload) = parts(&token);
     let forged = format!("{header}.{payload}.{}", URL_SAFE_NO_PAD.encode(b"not the signature"));
@@ -153,7 +153,7 @@ async fn bad_tokens_are_all_401_in_the_envelope() {
     )
     .unwrap();
 
-    let expired = app.state.tokens.sign(&claims(&id, &sid, -3600)).unwrap();
+    let expired = app.state.auth.tokens.sign(&claims(&id, &sid, -3600)).unwrap();
 
     let other_secret = jsonwebtoken::encode(
         &Header::new(Algorithm::HS256),
@@ -163,7 +163,7 @@ async fn bad_tokens_are_all_401_in_the_envelope() {
     .unwrap();
 
     // A valid signature naming someone else's id with this session.
-    let wrong_subject = app.state.tokens.sign(&claims("999999", &sid, 3600)).unwrap();
+    let wrong_subject = app.state.auth.tokens.sign(&claims("999999", &sid, 3600)).unwrap();
 
     // The labels name the cases; expect_error checks the whole envelope.
     for (_case, bad) in [
@@ -191,14 +191,14 @@ async fn logout_kills_the_token_even_before_its_exp() {
     expect_ok(app.post("/user/logout", Some(&token)).await).await;
     expect_error(app.get("/user/me", Some(&token)).await, StatusCode::UNAUTHORIZED, "UNAUTHORIZED").await;
     expect_error(app.post("/user/logout", Some(&token)).await, StatusCode::UNAUTHORIZED, "UNAUTHORIZED").await;
-    assert!(app.state.tokens.verify(&token).is_ok(), "the JWT itself is still unexpired");
+    assert!(app.state.auth.tokens.verify(&token).is_ok(), "the JWT itself is still unexpired");
 }
 
 #[tokio::test]
 async fn an_expired_session_kills_the_token() {
     let app = TestApp::spawn().await;
     let token = app.login(&phone(11)).await;
-    let sid = app.state.tokens.verify(&token).unwrap().sid;
+    let sid = app.state.auth.tokens.verify(&token).unwrap().sid;
     app.redis.clone().del::<_, ()>(app.keys.session(&sid)).await.unwrap();
     expect_error(app.get("/user/me", Some(&token)).await, StatusCode::UNAUTHORIZED, "UNAUTHORIZED").await;
 }
@@ -207,7 +207,7 @@ async fn an_expired_session_kills_the_token() {
 async fn a_request_slides_the_session_ttl() {
     let app = TestApp::spawn().await;
     let token = app.login(&phone(12)).await;
-    let sid = app.state.tokens.verify(&token).unwrap().sid;
+    let sid = app.state.auth.tokens.verify(&token).unwrap().sid;
     let key = app.keys.session(&sid);
     let mut redis = app.redis.clone();
     let fields: std::collections::HashMap<String, String> = redis.hgetall(&key).await.unwrap();

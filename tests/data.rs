@@ -1,11 +1,8 @@
 //! Data-layer tests: the constraints that make the database the last word.
 
 use hmdp::{
-    http::{
-        ApiError,
-        error::{ResultExt, unique_violation},
-    },
-    seckill::UNIQUE_ORDER_INDEX,
+    dependency::{OnUnique, unique_violation},
+    seckill::{SeckillError, UNIQUE_ORDER_INDEX},
 };
 use sqlx::MySqlPool;
 
@@ -37,8 +34,8 @@ async fn a_second_order_of_one_user_for_one_voucher_is_a_duplicate_order(pool: M
     insert(1).await.unwrap();
     let err = insert(2).await.expect_err("the unique index refuses it");
     assert_eq!(unique_violation(&err).as_deref(), Some("uk_user_voucher"));
-    let mapped = Err::<(), _>(err).on_unique(UNIQUE_ORDER_INDEX, || ApiError::DuplicateOrder(None));
-    assert!(matches!(mapped, Err(ApiError::DuplicateOrder(None))));
+    let mapped = Err::<(), _>(err).on_unique(UNIQUE_ORDER_INDEX, || SeckillError::DuplicateOrder(None));
+    assert!(matches!(mapped, Err(SeckillError::DuplicateOrder(None))));
 
     // Another voucher for the same user is fine.
     let other = seckill_voucher(&pool, 5).await;
@@ -63,8 +60,8 @@ async fn a_reused_order_id_is_not_mistaken_for_a_duplicate_order(pool: MySqlPool
         .await
         .expect_err("primary key");
     assert_eq!(unique_violation(&err).as_deref(), Some("PRIMARY"));
-    let mapped = Err::<(), _>(err).on_unique(UNIQUE_ORDER_INDEX, || ApiError::DuplicateOrder(None));
-    assert!(matches!(mapped, Err(ApiError::Internal(_))));
+    let mapped = Err::<(), _>(err).on_unique(UNIQUE_ORDER_INDEX, || SeckillError::DuplicateOrder(None));
+    assert!(matches!(mapped, Err(SeckillError::Internal(_))));
 }
 
 #[sqlx::test(migrations = "./migrations")]

@@ -124,7 +124,7 @@ async fn after_a_successful_order_the_lock_key_is_gone() {
     expect_ok(app.order(voucher, &token).await).await;
     let exists: bool = app.redis.clone().exists(app.keys.order_lock(user_id)).await.unwrap();
     assert!(!exists, "released after the commit");
-    assert!(app.state.locks.metrics().acquired >= 1, "the order went through the lock");
+    assert!(app.state.seckill.locks().metrics().acquired >= 1, "the order went through the lock");
 }
 
 #[tokio::test]
@@ -224,7 +224,7 @@ async fn an_order_whose_lock_is_lost_mid_transaction_rolls_back() {
     expect_error(resp, StatusCode::SERVICE_UNAVAILABLE, "UNAVAILABLE").await;
     assert_eq!(app.stock_of(voucher).await, 5, "rolled back");
     assert_eq!(app.orders_of(voucher).await, (0, 0));
-    assert!(app.state.locks.metrics().lost >= 1);
+    assert!(app.state.seckill.locks().metrics().lost >= 1);
     // The user can try again and succeed.
     expect_ok(app.order(voucher, &token).await).await;
 }
@@ -268,6 +268,36 @@ async fn grouping_app(adjust: impl FnOnce(&mut hmdp::Config)) -> TestApp {
 }
 
 #[tokio::test]
+async fn a_group_commit_worker_ends_once_its_voucher_went_idle_and_at_shutdown() {
+    let mut app = TestApp::spawn_with(|c| {
+        c.order_batch_max = 64;
+        c.order_batch_worker_idle_ms = 300;
+    })
+    .await;
+    let (first, second) = (app.open_seckill(10).await, app.open_seckill(10).await);
+    let users = app.seed_users(3).await;
+    assert_eq!(app.state.seckill.group_workers(), 0, "no worker before the first order");
+
+    expect_ok(app.order(first, &users[0].1).await).await;
+    expect_ok(app.order(second, &users[1].1).await).await;
+    assert_eq!(app.state.seckill.group_workers(), 2, "one worker per voucher with orders");
+
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while app.state.seckill.group_workers() > 0 {
+        assert!(std::time::Instant::now() < deadline, "idle workers still run after 5 s");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    // An idle voucher sells again: its next order starts a new worker.
+    expect_ok(app.order(first, &users[2].1).await).await;
+    assert_eq!(app.state.seckill.group_workers(), 1);
+    assert_eq!(app.orders_of(first).await, (2, 2));
+    assert_eq!(app.stock_of(first).await, 8);
+
+    app.stop().await;
+    assert_eq!(app.state.seckill.group_workers(), 0, "shutdown ended every worker");
+}
+
+#[tokio::test]
 async fn ten_units_for_sixty_four_users_are_taken_in_one_group_by_exactly_ten() {
     let app = grouping_app(|_| {}).await;
     let voucher = app.open_seckill(10).await;
@@ -279,7 +309,7 @@ async fn ten_units_for_sixty_four_users_are_taken_in_one_group_by_exactly_ten() 
     assert_eq!(counts.get("SOLD_OUT"), Some(&54), "{counts:?}");
     assert_eq!(app.stock_of(voucher).await, 0);
     assert_eq!(app.orders_of(voucher).await, (10, 10));
-    let stats = app.state.group_commit.stats();
+    let stats = app.state.seckill.group_stats();
     assert_eq!((stats.groups, stats.committed, stats.largest), (1, 10, 64), "one group: {stats:?}");
 }
 

@@ -9,8 +9,8 @@ use axum::{
     response::{IntoResponse, Response},
 };
 
-use super::session::UserProfile;
-use crate::{http::ApiError, state::AppState};
+use super::{Auth, session::UserProfile};
+use crate::http::ApiError;
 
 /// The logged-in user of this request, put into the extensions by
 /// `refresh_session`.
@@ -28,11 +28,11 @@ struct SessionLookupFailed;
 
 /// Never rejects: a missing, bad or dead token simply leaves the request
 /// without a user, and the routes that need one say so.
-pub async fn refresh_session(State(state): State<AppState>, mut req: Request, next: Next) -> Response {
+pub async fn refresh_session(State(auth): State<Auth>, mut req: Request, next: Next) -> Response {
     if let Some(token) = bearer_token(req.headers())
-        && let Ok(claims) = state.tokens.verify(token)
+        && let Ok(claims) = auth.tokens.verify(token)
     {
-        match state.sessions.load_and_touch(&claims.sid).await {
+        match auth.sessions.load_and_touch(&claims.sid).await {
             Ok(Some(profile)) if profile.id.to_string() == claims.sub => {
                 req.extensions_mut().insert(CurrentUser { id: profile.id, session_id: claims.sid, profile });
             }

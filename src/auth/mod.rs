@@ -8,8 +8,14 @@ mod session;
 mod token;
 mod users;
 
-use axum::{Router, extract::State, middleware, routing::post};
+use axum::{
+    Router,
+    extract::{FromRef, State},
+    middleware,
+    routing::post,
+};
 use serde::{Deserialize, Serialize};
+use sqlx::MySqlPool;
 
 pub use code::CodeStore;
 pub use layers::{CurrentUser, refresh_session, require_login};
@@ -19,29 +25,71 @@ pub use token::{Claims, TokenKeys};
 pub use users::find_or_create_by_phone;
 
 use crate::{
+    config::Config,
     http::{
         ApiError, ApiResult, Reply,
+        envelope::{Done, Failure, Success},
         extract::{ClientAddr, Json, Query},
+        failures::{RateLimited, Unauthorized, Unavailable},
     },
-    ratelimit::Limit,
-    state::AppState,
+    ratelimit::{Limit, RateLimiter},
 };
 
 const HOUR: std::time::Duration = std::time::Duration::from_secs(3600);
 const DAY: std::time::Duration = std::time::Duration::from_secs(24 * 3600);
 
+/// What login and sessions need: a sub-state handlers and the refresh
+/// layer take with `State<Auth>`.
+#[derive(Clone)]
+pub struct Auth {
+    pub tokens: TokenKeys,
+    pub sessions: SessionStore,
+    pub codes: CodeStore,
+    pub limits: LoginLimits,
+}
+
+/// The abuse limits of code requests and logins.
+#[derive(Debug, Clone, Copy)]
+pub struct LoginLimits {
+    pub codes_per_addr: Limit,
+    pub codes_per_phone: Limit,
+    pub logins_per_addr: Limit,
+    pub failures_per_phone: Limit,
+}
+
+impl LoginLimits {
+    pub fn from_config(config: &Config) -> Self {
+        Self {
+            codes_per_addr: Limit::per(config.sms_codes_per_addr_hour, HOUR),
+            codes_per_phone: Limit::per(config.sms_codes_per_phone_day, DAY),
+            logins_per_addr: Limit::per(config.logins_per_addr_hour, HOUR),
+            failures_per_phone: Limit::per(config.login_failures_per_phone_day, DAY),
+        }
+    }
+}
+
 /// Routes anyone may call.
-pub fn public_routes() -> Router<AppState> {
+pub fn public_routes<S>() -> Router<S>
+where
+    S: Clone + Send + Sync + 'static,
+    Auth: FromRef<S>,
+    RateLimiter: FromRef<S>,
+    MySqlPool: FromRef<S>,
+{
     Router::new().route("/user/code", post(send_code)).route("/user/login", post(login))
 }
 
 /// Routes that need a logged-in user; the caller adds `require_login`.
-pub fn user_routes() -> Router<AppState> {
+pub fn user_routes<S>() -> Router<S>
+where
+    S: Clone + Send + Sync + 'static,
+    Auth: FromRef<S>,
+{
     Router::new().route("/user/me", axum::routing::get(me)).route("/user/logout", post(logout))
 }
 
 /// The login layer for a router of protected routes.
-pub fn protect(router: Router<AppState>) -> Router<AppState> {
+pub fn protect<S: Clone + Send + Sync + 'static>(router: Router<S>) -> Router<S> {
     router.route_layer(middleware::from_fn(require_login))
 }
 
@@ -55,24 +103,24 @@ pub(crate) struct PhoneQuery {
 /// Limited per client address (every request) and per phone (codes sent),
 /// in Redis, so the limits hold across instances.
 #[utoipa::path(post, path = "/user/code", tag = "user", params(PhoneQuery), responses(
-        (status = 200, description = "a code was stored for the phone (no SMS is sent)", body = crate::http::envelope::Done),
-        (status = 400, description = "VALIDATION: not a phone number", body = crate::http::envelope::Failure),
-        (status = 429, description = "TOO_MANY_REQUESTS (with Retry-After when a rate limit refused it)", body = crate::http::envelope::Failure),
-        (status = 503, description = "UNAVAILABLE: MariaDB or Redis unreachable", body = crate::http::envelope::Failure),
+        (status = 200, description = "a code was stored for the phone (no SMS is sent)", body = Done),
+        (status = 400, description = "VALIDATION: not a phone number", body = Failure),
+        RateLimited, Unavailable,
     ))]
 pub(crate) async fn send_code(
-    State(state): State<AppState>,
+    State(auth): State<Auth>,
+    State(limiter): State<RateLimiter>,
     ClientAddr(addr): ClientAddr,
     Query(PhoneQuery { phone }): Query<PhoneQuery>,
 ) -> ApiResult<Reply<()>> {
-    let config = &state.config;
-    let per_addr = Limit::per(config.sms_codes_per_addr_hour, HOUR);
-    state.limits.hit("code:addr", &addr, per_addr, "too many codes requested from this address; try later").await?;
+    let limits = &auth.limits;
+    limiter
+        .hit("code:addr", &addr, limits.codes_per_addr, "too many codes requested from this address; try later")
+        .await?;
     let phone = validate_phone(&phone)?;
-    let per_phone = Limit::per(config.sms_codes_per_phone_day, DAY);
-    state.limits.check("code:phone", phone, per_phone, "too many codes sent to this phone today").await?;
-    state.codes.issue(phone).await?;
-    state.limits.count("code:phone", phone, DAY).await?;
+    limiter.check("code:phone", phone, limits.codes_per_phone, "too many codes sent to this phone today").await?;
+    auth.codes.issue(phone).await?;
+    limiter.count("code:phone", phone, DAY).await?;
     Ok(Reply::done())
 }
 
@@ -85,35 +133,34 @@ pub(crate) struct LoginForm {
 /// Limited per client address (every attempt) and per phone (wrong codes
 /// per day): a new code no longer buys an attacker five more guesses.
 #[utoipa::path(post, path = "/user/login", tag = "user", request_body = LoginForm, responses(
-        (status = 200, description = "the token (a JWT naming the session)", body = crate::http::envelope::Success<String>),
-        (status = 400, description = "VALIDATION: not a phone number, or the code is not 6 digits", body = crate::http::envelope::Failure),
-        (status = 401, description = "UNAUTHORIZED: wrong or expired code", body = crate::http::envelope::Failure),
-        (status = 429, description = "TOO_MANY_REQUESTS (with Retry-After when a rate limit refused it)", body = crate::http::envelope::Failure),
-        (status = 503, description = "UNAVAILABLE: MariaDB or Redis unreachable", body = crate::http::envelope::Failure),
+        (status = 200, description = "the token (a JWT naming the session)", body = Success<String>),
+        (status = 400, description = "VALIDATION: not a phone number, or the code is not 6 digits", body = Failure),
+        (status = 401, description = "UNAUTHORIZED: wrong or expired code", body = Failure),
+        RateLimited, Unavailable,
     ))]
 pub(crate) async fn login(
-    State(state): State<AppState>,
+    State(auth): State<Auth>,
+    State(limiter): State<RateLimiter>,
+    State(db): State<MySqlPool>,
     ClientAddr(addr): ClientAddr,
     Json(form): Json<LoginForm>,
 ) -> ApiResult<Reply<String>> {
-    let config = &state.config;
-    let per_addr = Limit::per(config.logins_per_addr_hour, HOUR);
-    state.limits.hit("login:addr", &addr, per_addr, "too many logins from this address; try later").await?;
+    let limits = &auth.limits;
+    limiter.hit("login:addr", &addr, limits.logins_per_addr, "too many logins from this address; try later").await?;
     let phone = validate_phone(&form.phone)?;
     if form.code.len() != code::CODE_LEN || !form.code.bytes().all(|b| b.is_ascii_digit()) {
         return Err(ApiError::validation("code must be 6 digits"));
     }
-    let failures = Limit::per(config.login_failures_per_phone_day, DAY);
-    state.limits.check("login:fail", phone, failures, "too many wrong codes for this phone today").await?;
-    if let Err(err) = state.codes.consume(phone, &form.code).await {
+    limiter.check("login:fail", phone, limits.failures_per_phone, "too many wrong codes for this phone today").await?;
+    if let Err(err) = auth.codes.consume(phone, &form.code).await {
         if matches!(err, ApiError::Unauthorized(_)) {
-            state.limits.count("login:fail", phone, DAY).await?;
+            limiter.count("login:fail", phone, DAY).await?;
         }
         return Err(err);
     }
-    let user = users::find_or_create_by_phone(&state.db, phone).await?;
-    let session_id = state.sessions.create(&user).await?;
-    let token = state.tokens.issue(user.id, &session_id).map_err(ApiError::internal)?;
+    let user = users::find_or_create_by_phone(&db, phone).await?;
+    let session_id = auth.sessions.create(&user).await?;
+    let token = auth.tokens.issue(user.id, &session_id).map_err(ApiError::internal)?;
     tracing::info!(user_id = user.id, "user logged in");
     Ok(Reply::data(token))
 }
@@ -127,20 +174,19 @@ pub(crate) struct Me {
 }
 
 #[utoipa::path(get, path = "/user/me", tag = "user", security(("token" = [])), responses(
-        (status = 200, description = "the logged-in user", body = crate::http::envelope::Success<Me>),
-        (status = 401, description = "UNAUTHORIZED: no token, or its session expired", body = crate::http::envelope::Failure),
+        (status = 200, description = "the logged-in user", body = Success<Me>),
+        Unauthorized,
     ))]
 pub(crate) async fn me(user: CurrentUser) -> Reply<Me> {
     Reply::data(Me { id: user.id, nick_name: user.profile.nick_name, icon: user.profile.icon })
 }
 
 #[utoipa::path(post, path = "/user/logout", tag = "user", security(("token" = [])), responses(
-        (status = 200, description = "the session is gone", body = crate::http::envelope::Done),
-        (status = 401, description = "UNAUTHORIZED: no token, or its session expired", body = crate::http::envelope::Failure),
-        (status = 503, description = "UNAVAILABLE: MariaDB or Redis unreachable", body = crate::http::envelope::Failure),
+        (status = 200, description = "the session is gone", body = Done),
+        Unauthorized, Unavailable,
     ))]
-pub(crate) async fn logout(State(state): State<AppState>, user: CurrentUser) -> ApiResult<Reply<()>> {
-    state.sessions.delete(&user.session_id).await?;
+pub(crate) async fn logout(State(auth): State<Auth>, user: CurrentUser) -> ApiResult<Reply<()>> {
+    auth.sessions.delete(&user.session_id).await?;
     Ok(Reply::done())
 }
 

@@ -8,6 +8,7 @@ use axum::{
 };
 
 use super::envelope::Envelope;
+use crate::dependency::{count_error, db_unreachable, redis_unreachable};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ApiError {
@@ -118,66 +119,19 @@ impl IntoResponse for ApiError {
     }
 }
 
-/// Every database and Redis error that reaches a handler's answer passes
-/// through the conversions below, so they are counted here, by kind.
-fn count_dependency_error(dependency: &'static str, unavailable: bool) {
-    let kind = if unavailable { "unavailable" } else { "error" };
-    metrics::counter!("hmdp_dependency_errors_total", "dependency" => dependency, "kind" => kind).increment(1);
-}
-
 impl From<sqlx::Error> for ApiError {
     fn from(err: sqlx::Error) -> Self {
-        let unavailable = matches!(
-            err,
-            sqlx::Error::Io(_) | sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed | sqlx::Error::Tls(_)
-        );
-        count_dependency_error("database", unavailable);
-        match err {
-            sqlx::Error::Io(_) | sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed | sqlx::Error::Tls(_) => {
-                Self::Unavailable(err.into())
-            }
-            other => Self::Internal(other.into()),
-        }
+        let unavailable = db_unreachable(&err);
+        count_error("database", unavailable);
+        Self::dependency(unavailable, err)
     }
 }
 
 impl From<redis::RedisError> for ApiError {
     fn from(err: redis::RedisError) -> Self {
         let unavailable = redis_unreachable(&err);
-        count_dependency_error("redis", unavailable);
+        count_error("redis", unavailable);
         Self::dependency(unavailable, err)
-    }
-}
-
-/// Redis could not be reached or did not answer in time, as opposed to a
-/// command that Redis refused.
-pub fn redis_unreachable(err: &redis::RedisError) -> bool {
-    err.is_io_error() || err.is_connection_dropped() || err.is_timeout() || err.is_connection_refusal()
-}
-
-/// The unique index a statement ran into, by name. MariaDB reports it only
-/// in the message (`Duplicate entry '1-2' for key 'uk_user_voucher'`;
-/// MySQL 8 writes `'tb_voucher_order.uk_user_voucher'`), with error 1062.
-pub fn unique_violation(err: &sqlx::Error) -> Option<String> {
-    let db = err.as_database_error()?;
-    if db.code().as_deref() != Some("23000") || !db.message().starts_with("Duplicate entry") {
-        return None;
-    }
-    let (_, tail) = db.message().rsplit_once(" for key '")?;
-    let key = tail.strip_suffix('\'')?;
-    Some(key.rsplit('.').next().unwrap_or(key).to_owned())
-}
-
-/// Maps a violation of the unique index `index` to `to`, where the statement
-/// that can run into it is made (realworld-axum-sqlx's `on_constraint`):
-/// the index is named by the code that knows what it means.
-pub trait ResultExt<T> {
-    fn on_unique(self, index: &str, to: impl FnOnce() -> ApiError) -> ApiResult<T>;
-}
-
-impl<T> ResultExt<T> for Result<T, sqlx::Error> {
-    fn on_unique(self, index: &str, to: impl FnOnce() -> ApiError) -> ApiResult<T> {
-        self.map_err(|err| if unique_violation(&err).as_deref() == Some(index) { to() } else { err.into() })
     }
 }
 

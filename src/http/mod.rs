@@ -5,6 +5,7 @@
 pub mod envelope;
 pub mod error;
 pub mod extract;
+pub mod failures;
 pub mod health;
 pub mod time;
 

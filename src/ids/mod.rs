@@ -70,7 +70,7 @@ pub enum IdError {
 impl IdError {
     /// Only an unreachable Redis; the other errors are this service's own.
     pub fn is_unavailable(&self) -> bool {
-        matches!(self, Self::Redis(err) if crate::http::error::redis_unreachable(err))
+        matches!(self, Self::Redis(err) if crate::dependency::redis_unreachable(err))
     }
 }
 

@@ -13,7 +13,7 @@ use super::{
     drive::{self, Audit, Refusal},
     textbook::new_voucher,
 };
-use crate::{Config, config::SeckillMode, seckill, startup::Application};
+use crate::{Config, config::SeckillMode, http::ApiError, seckill, startup::Application};
 
 /// How long the asynchronous strategy may take to persist what it accepted.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(300);
@@ -48,24 +48,20 @@ pub async fn run(
 
     let voucher = new_voucher(&state.db, experiment).await?;
     let now = Utc::now().naive_utc();
-    sqlx::query("INSERT INTO tb_seckill_voucher (voucher_id, stock, begin_time, end_time) VALUES (?, ?, ?, ?)")
-        .bind(voucher)
-        .bind(scale.stock)
-        .bind(now - chrono::Duration::minutes(1))
-        .bind(now + chrono::Duration::days(1))
-        .execute(&state.db)
-        .await?;
-    seckill::prepare_sale(&state, voucher).await.map_err(|e| anyhow::anyhow!("putting the voucher on sale: {e}"))?;
+    let (begin, end) = (now - chrono::Duration::minutes(1), now + chrono::Duration::days(1));
+    seckill::insert_sale(&state.db, voucher, scale.stock as i64, begin, end).await?;
+    state.seckill.prepare_sale(voucher).await.context("putting the voucher on sale")?;
 
     let started = Instant::now();
-    let order_state = state.clone();
-    let driven = drive::drive(requests, scale.concurrency, move |user| {
-        let state = order_state.clone();
-        async move {
-            seckill::place_order_for(&state, user, voucher).await.map(drop).map_err(|e| Refusal::Borrowed(e.code()))
-        }
-    })
-    .await;
+    let sales = state.seckill.clone();
+    let driven =
+        drive::drive(requests, scale.concurrency, move |user| {
+            let sales = sales.clone();
+            async move {
+                sales.place(user, voucher).await.map(drop).map_err(|e| Refusal::Borrowed(ApiError::from(e).code()))
+            }
+        })
+        .await;
     let mut notes = Vec::new();
     let mut wall = driven.wall;
     if experiment == Experiment::RedisLuaStream {
@@ -74,7 +70,7 @@ pub async fn run(
         wall = started.elapsed();
         notes.push(format!("all answered in {:.2} s; wall time runs to the last row", answered.as_secs_f64()));
     } else if experiment == Experiment::GroupCommit {
-        let groups = state.group_commit.stats();
+        let groups = state.seckill.group_stats();
         if groups.groups > 0 {
             notes.push(format!(
                 "up to {batch_max} per transaction, {:.1} on average",

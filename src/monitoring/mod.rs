@@ -8,16 +8,16 @@ use std::sync::OnceLock;
 
 use axum::{
     Router,
-    extract::State,
+    extract::{FromRef, State},
     http::header,
     response::{IntoResponse, Response},
     routing::get,
 };
 use metrics::{counter, gauge};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
-use redis::aio::ConnectionManager;
+use sqlx::MySqlPool;
 
-use crate::{config::SeckillMode, keys::Keys, seckill::CONSUMER_GROUP, state::AppState};
+use crate::seckill::Seckill;
 
 /// Latency buckets in seconds: from a cached sold-out answer (sub-ms) to an
 /// order that waited on the hot row for seconds.
@@ -25,7 +25,7 @@ const LATENCY_BUCKETS: [f64; 14] =
     [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0];
 
 /// The `metrics` facade sends every event to one process-wide recorder, so
-/// the recorder is installed once per process and every `AppState` built in
+/// the recorder is installed once per process and every app state built in
 /// it (several in tests) renders from the same handle.
 pub fn recorder() -> PrometheusHandle {
     static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
@@ -88,21 +88,30 @@ fn describe() {
     );
 }
 
-pub fn routes() -> Router<AppState> {
+pub fn routes<S>() -> Router<S>
+where
+    S: Clone + Send + Sync + 'static,
+    MySqlPool: FromRef<S>,
+    Seckill: FromRef<S>,
+    PrometheusHandle: FromRef<S>,
+{
     Router::new().route("/metrics", get(scrape))
 }
 
 #[utoipa::path(get, path = "/metrics", tag = "operations",
     description = "Served on each instance's port; the public nginx server does not route it.",
     responses((status = 200, description = "Prometheus text format", body = String, content_type = "text/plain")))]
-pub(crate) async fn scrape(State(state): State<AppState>) -> Response {
-    let pool = &state.db;
+pub(crate) async fn scrape(
+    State(pool): State<MySqlPool>,
+    State(seckill): State<Seckill>,
+    State(handle): State<PrometheusHandle>,
+) -> Response {
     let idle = pool.num_idle() as f64;
     gauge!("hmdp_db_pool_connections", "state" => "idle").set(idle);
     gauge!("hmdp_db_pool_connections", "state" => "in_use").set((f64::from(pool.size()) - idle).max(0.0));
-    gauge!("hmdp_db_pool_max_connections").set(f64::from(state.config.db_max_connections));
+    gauge!("hmdp_db_pool_max_connections").set(f64::from(pool.options().get_max_connections()));
 
-    let locks = state.locks.metrics();
+    let locks = seckill.locks().metrics();
     for (what, value) in [
         ("acquired", locks.acquired),
         ("reentered", locks.reentered),
@@ -115,47 +124,14 @@ pub(crate) async fn scrape(State(state): State<AppState>) -> Response {
         counter!("hmdp_lock_events_total", "event" => what).absolute(value);
     }
 
-    let groups = state.group_commit.stats();
+    let groups = seckill.group_stats();
     counter!("hmdp_group_commit_groups_total").absolute(groups.groups);
     counter!("hmdp_group_commit_orders_total").absolute(groups.committed);
 
-    if state.config.seckill_mode == SeckillMode::Async
-        && let Err(err) = record_streams(&mut state.redis.clone(), &state.keys).await
-    {
+    if let Err(err) = seckill.record_metrics().await {
         counter!("hmdp_dependency_errors_total", "dependency" => "redis").increment(1);
         tracing::warn!(error = %err, "reading the order streams for /metrics");
     }
-    state.metrics.run_upkeep();
-    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], state.metrics.render()).into_response()
-}
-
-/// Per active voucher: the stream's length, entries delivered but not yet
-/// acknowledged, and the group's lag (entries not yet delivered).
-async fn record_streams(redis: &mut ConnectionManager, keys: &Keys) -> redis::RedisResult<()> {
-    use redis::AsyncCommands;
-    let vouchers: Vec<u64> = redis.smembers(keys.seckill_active()).await?;
-    for voucher in vouchers {
-        let stream = keys.seckill(voucher).orders;
-        let label = voucher.to_string();
-        let length: u64 = redis.xlen(&stream).await?;
-        gauge!("hmdp_async_stream_length", "voucher" => label.clone()).set(length as f64);
-        let groups: redis::streams::StreamInfoGroupsReply = match redis.xinfo_groups(&stream).await {
-            Ok(groups) => groups,
-            // No group yet: nothing consumed, nothing pending.
-            Err(err)
-                if err.code() == Some("NOGROUP")
-                    || err.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::ResponseError) =>
-            {
-                continue;
-            }
-            Err(err) => return Err(err),
-        };
-        for group in groups.groups.iter().filter(|g| g.name == CONSUMER_GROUP) {
-            gauge!("hmdp_async_pending_entries", "voucher" => label.clone()).set(group.pending as f64);
-            if let Some(lag) = group.lag {
-                gauge!("hmdp_async_consumer_lag", "voucher" => label.clone()).set(lag as f64);
-            }
-        }
-    }
-    Ok(())
+    handle.run_upkeep();
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], handle.render()).into_response()
 }

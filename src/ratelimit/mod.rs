@@ -1,7 +1,10 @@
-//! Rate limits that hold across every instance: fixed windows counted in
-//! Redis (`INCR`, the window's TTL set by the first hit, `TTL` for
-//! `Retry-After`, in one `MULTI`). A store, like the session store: it
-//! takes a connection and key names, nothing else of the app.
+//! Abuse limits, two kinds. `RateLimiter` holds across every instance:
+//! fixed windows counted in Redis (`INCR`, the window's TTL set by the
+//! first hit, `TTL` for `Retry-After`, in one `MULTI`). `LocalUserLimiter`
+//! counts one user's orders in this instance's memory (governor), where a
+//! Redis round trip per order would cost more than it guards. Both answer
+//! with the envelope's 429 directly: they are HTTP middleware in all but
+//! name, called by the handlers.
 
 use std::time::Duration;
 

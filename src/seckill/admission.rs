@@ -1,5 +1,6 @@
-//! Admission, shared by every way of placing an order: what each instance
-//! remembers per seckill voucher, in front of its hot stock row.
+//! Admission: what each instance remembers per seckill voucher, in front of
+//! its hot stock row. The synchronous mode uses all of it; the asynchronous
+//! mode only the memory of ids that are no seckill voucher.
 //!
 //! InnoDB serialises updates of one row; with hundreds of transactions
 //! queued on its lock, throughput falls steeply (lock-wait bookkeeping,
@@ -23,12 +24,18 @@ use chrono::NaiveDateTime;
 use sqlx::MySqlPool;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use crate::http::{ApiError, ApiResult};
+use super::{SeckillError, SeckillResult, store};
 
 /// How long an id found missing is answered 404 without a look at MariaDB.
 const MISSING_MEMORY: Duration = Duration::from_secs(5);
 /// Missing ids remembered at most.
 const MISSING_MAX: usize = 10_000;
+/// Gates kept before the ended sales are dropped; each gate is small, so
+/// this bounds the memory of a year of daily sales, not a live sale.
+const GATES_MAX: usize = 1_024;
+/// How long after its end a sale's gate stays: requests that arrive late
+/// still get ENDED from memory.
+const ENDED_KEPT: chrono::TimeDelta = chrono::TimeDelta::minutes(10);
 
 #[derive(Clone)]
 pub struct VoucherGates {
@@ -67,15 +74,15 @@ impl Drop for QueueSlot {
 impl Gate {
     /// The checks that need no table: the sale window, then the sold-out
     /// flag. `now` is UTC.
-    pub fn admit(&self, now: NaiveDateTime) -> ApiResult<()> {
+    pub fn admit(&self, now: NaiveDateTime) -> SeckillResult<()> {
         if now < self.window.begin {
-            return Err(ApiError::NotStarted);
+            return Err(SeckillError::NotStarted);
         }
         if now >= self.window.end {
-            return Err(ApiError::Ended);
+            return Err(SeckillError::Ended);
         }
         if self.is_sold_out() {
-            return Err(ApiError::SoldOut);
+            return Err(SeckillError::SoldOut);
         }
         Ok(())
     }
@@ -83,10 +90,10 @@ impl Gate {
     /// A place in the queue for the voucher's row, or 503 when
     /// `HOT_ROW_QUEUE_MAX` orders already wait: beyond that an order would
     /// only wait out its deadline.
-    pub fn queue_slot(self: &Arc<Self>) -> ApiResult<QueueSlot> {
+    pub fn queue_slot(self: &Arc<Self>) -> SeckillResult<QueueSlot> {
         if self.waiting.fetch_add(1, Ordering::AcqRel) >= self.queue_max {
             self.waiting.fetch_sub(1, Ordering::AcqRel);
-            return Err(ApiError::Unavailable(anyhow::anyhow!("too many orders wait for this voucher's row")));
+            return Err(SeckillError::unavailable("too many orders wait for this voucher's row"));
         }
         Ok(QueueSlot(self.clone()))
     }
@@ -135,31 +142,37 @@ impl VoucherGates {
 
     /// The voucher's gate, read from the database the first time this
     /// instance sees the voucher; 404 for a voucher that is not a seckill one.
-    pub async fn get_or_load(&self, db: &MySqlPool, voucher_id: u64) -> ApiResult<Arc<Gate>> {
+    pub async fn get_or_load(&self, db: &MySqlPool, voucher_id: u64) -> SeckillResult<Arc<Gate>> {
         if let Some(gate) = self.gates.lock().expect("voucher gates poisoned").get(&voucher_id) {
             return Ok(gate.clone());
         }
         if self.recently_missing(voucher_id) {
-            return Err(ApiError::NotFound("no such seckill voucher"));
+            return Err(SeckillError::NoSuchVoucher);
         }
-        let row: Option<(i32, NaiveDateTime, NaiveDateTime)> =
-            sqlx::query_as("SELECT stock, begin_time, end_time FROM tb_seckill_voucher WHERE voucher_id = ?")
-                .bind(voucher_id)
-                .fetch_optional(db)
-                .await?;
-        let Some((stock, begin, end)) = row else {
+        let Some(sale) = store::sale(db, voucher_id).await? else {
             self.remember_missing(voucher_id);
-            return Err(ApiError::NotFound("no such seckill voucher"));
+            return Err(SeckillError::NoSuchVoucher);
         };
-        Ok(self.insert(voucher_id, SaleWindow { begin, end }, stock))
+        let window = SaleWindow { begin: sale.begin_time, end: sale.end_time };
+        Ok(self.insert(voucher_id, window, sale.stock))
     }
 
-    /// Remembers a voucher read from the database.
+    /// Remembers a voucher read from the database. Past `GATES_MAX`, the
+    /// gates of sales that ended a while ago leave first.
     fn insert(&self, voucher_id: u64, window: SaleWindow, stock: i32) -> Arc<Gate> {
-        let gate = self
-            .gates
-            .lock()
-            .expect("voucher gates poisoned")
+        let mut gates = self.gates.lock().expect("voucher gates poisoned");
+        if gates.len() >= GATES_MAX {
+            let cutoff = chrono::Utc::now().naive_utc() - ENDED_KEPT;
+            gates.retain(|_, gate| gate.window.end > cutoff);
+            // Still full of live sales: the one ending first leaves (its
+            // orders in flight keep their gate; a later one reloads it).
+            if gates.len() >= GATES_MAX
+                && let Some(first) = gates.iter().min_by_key(|(_, gate)| gate.window.end).map(|(&id, _)| id)
+            {
+                gates.remove(&first);
+            }
+        }
+        let gate = gates
             .entry(voucher_id)
             .or_insert_with(|| {
                 Arc::new(Gate {

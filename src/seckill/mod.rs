@@ -1,162 +1,229 @@
-//! Placing seckill orders and showing them to their owners. Where a request
-//! goes, by file: `admission` (sale window, sold-out flag, hot-row gate),
-//! `sync_order` (the per-user lock, the order committed under it),
-//! `group_commit` (the ready orders of a voucher in one transaction),
-//! `async_order` (one Redis script decides and queues the order),
-//! `consumer` (batched persistence of the queue), `recovery` (taking over
-//! idle entries, dead letters), `reconcile` (Redis against MariaDB),
-//! `order` (the order as its owner sees it). The route picks the mode here,
-//! in one place.
+//! Placing seckill orders and showing them to their owners. One service,
+//! built at start-up in its mode; the handlers call it without knowing
+//! which. Where an order goes, by folder and file:
+//!
+//! - `admission`: the sale window, the sold-out flag and the hot-row gate
+//!   each instance keeps per voucher;
+//! - `sync/`: the per-user lock and the order committed under it, alone or
+//!   with the voucher's other ready orders (`group_commit`);
+//! - `asynchronous/`: one Redis script decides and queues the order; the
+//!   consumer persists the queue in batches, recovery takes over idle
+//!   entries and dead letters, reconcile compares Redis with MariaDB;
+//! - `store`: every statement on the seckill and order tables;
+//! - `order`: the order as its owner sees it;
+//! - `routes`: the HTTP handlers, where `SeckillError` becomes the envelope.
 
 mod admission;
-mod async_order;
-mod consumer;
-mod group_commit;
+mod asynchronous;
+mod error;
 mod order;
-mod reconcile;
-mod recovery;
-mod sync_order;
+pub(crate) mod routes;
+mod store;
+mod sync;
 
-use axum::{
-    Router,
-    extract::State,
-    routing::{get, post},
-};
-use chrono::Utc;
+use std::{sync::Arc, time::Duration};
 
-pub use admission::{Gate, SaleWindow, VoucherGates};
-pub use async_order::load as load_async_keys;
-pub use consumer::{BLOCK as CONSUMER_BLOCK, Consumer, GROUP as CONSUMER_GROUP};
-pub use group_commit::{GroupCommitter, GroupStats};
+use redis::aio::ConnectionManager;
+use sqlx::MySqlPool;
+use tokio_util::{sync::CancellationToken, task::TaskTracker};
+
+pub use asynchronous::{CONSUMER_GROUP, Reconciliation, reconcile};
+pub use error::{SeckillError, SeckillResult};
 pub use order::{OrderState, OrderView};
-pub use reconcile::{Reconciliation, reconcile};
+pub use routes::routes;
+pub use store::{UNIQUE_ORDER_INDEX, insert_sale};
+pub use sync::GroupStats;
 
-use serde::Deserialize;
+use admission::VoucherGates;
+use asynchronous::{AsyncOrders, CONSUMER_BLOCK, Consumer};
+use sync::{GroupCommitter, SyncOrders};
 
 use crate::{
-    auth::CurrentUser,
-    config::SeckillMode,
-    http::{
-        ApiError, ApiResult, Reply,
-        extract::{Path, Query},
-    },
-    state::AppState,
+    config::{Config, SeckillMode},
+    connect::connect_redis_with,
+    ids::OrderIdGenerator,
+    keys::Keys,
+    lock::LockService,
 };
 
-/// The unique index that makes "one order per user" the database's
-/// decision, not only the lock's.
-pub const UNIQUE_ORDER_INDEX: &str = "uk_user_voucher";
+/// The seckill service: a sub-state handlers take with `State<Seckill>`.
+/// Cheap to clone; the mode is fixed when it is built.
+#[derive(Clone)]
+pub struct Seckill(Arc<Service>);
 
-/// Routes for logged-in users; the caller adds the login layer.
-pub fn user_routes() -> Router<AppState> {
-    Router::new()
-        .route("/voucher-order/seckill/{voucher_id}", post(place_order))
-        .route("/voucher-order/mine", get(my_orders))
-        .route("/voucher-order/{order_id}", get(show_order))
+struct Service {
+    mode: Mode,
+    db: MySqlPool,
+    redis: ConnectionManager,
+    keys: Keys,
+    locks: LockService,
+    /// Cancelled at shutdown; every background task of the service (the
+    /// consumer, the group-commit workers) watches it and is tracked here.
+    stop: CancellationToken,
+    tasks: TaskTracker,
 }
 
-#[utoipa::path(post, path = "/voucher-order/seckill/{voucher_id}", tag = "order", security(("token" = [])),
-    params(("voucher_id" = u64, Path, description = "the seckill voucher")),
-    responses(
-        (status = 200, description = "the order id, a string (it does not fit a JavaScript number)", body = crate::http::envelope::Success<String>),
-        (status = 400, description = "VALIDATION: the voucher id is not a number", body = crate::http::envelope::Failure),
-        (status = 401, description = "UNAUTHORIZED: no token, or its session expired", body = crate::http::envelope::Failure),
-        (status = 404, description = "NOT_FOUND: no such seckill voucher", body = crate::http::envelope::Failure),
-        (status = 409, description = "SOLD_OUT; DUPLICATE_ORDER (data: the order the user holds); NOT_STARTED; ENDED", body = crate::http::envelope::Failure),
-        (status = 429, description = "TOO_MANY_REQUESTS: too many orders from this user, or another of the user's orders is in progress", body = crate::http::envelope::Failure),
-        (status = 503, description = "UNAVAILABLE: MariaDB or Redis unreachable", body = crate::http::envelope::Failure),
-    ))]
-pub(crate) async fn place_order(
-    State(state): State<AppState>,
-    user: CurrentUser,
-    Path(voucher_id): Path<u64>,
-) -> ApiResult<Reply<String>> {
-    let placed = match state.order_limit.hit(user.id, "too many orders; slow down") {
-        Ok(()) => place_order_for(&state, user.id, voucher_id).await,
-        Err(refused) => Err(refused),
-    };
-    let outcome = placed.as_ref().map_or_else(ApiError::code, |_| "SUCCESS");
-    let mode = match state.config.seckill_mode {
-        SeckillMode::Sync => "sync",
-        SeckillMode::Async => "async",
-    };
-    metrics::counter!("hmdp_seckill_orders_total", "mode" => mode, "outcome" => outcome).increment(1);
-    Ok(Reply::data(placed?.to_string()))
+enum Mode {
+    Sync(Arc<SyncOrders>),
+    Async { orders: Box<AsyncOrders>, consumer: Box<Consumer> },
 }
 
-/// One order in the configured mode, as the route places it once the
-/// caller is known; the strategy lab drives the service through here.
-pub async fn place_order_for(state: &AppState, user_id: u64, voucher_id: u64) -> ApiResult<i64> {
-    match state.config.seckill_mode {
-        SeckillMode::Sync => {
-            let gate = state.gates.get_or_load(&state.db, voucher_id).await?;
-            gate.admit(Utc::now().naive_utc())?;
-            sync_order::place(state, gate, user_id, voucher_id).await
+/// What the seckill is built from besides the settings; shared with the
+/// rest of the app.
+pub struct Dependencies {
+    pub db: MySqlPool,
+    pub redis: ConnectionManager,
+    pub keys: Keys,
+    pub order_ids: OrderIdGenerator,
+    pub locks: LockService,
+}
+
+impl Seckill {
+    /// Builds the service in `config.seckill_mode`, the one place the mode
+    /// is chosen. The asynchronous mode's consumer gets a Redis connection
+    /// of its own; it starts with `start`.
+    pub async fn build(config: &Config, instance: &str, deps: Dependencies) -> anyhow::Result<Self> {
+        let Dependencies { db, redis, keys, order_ids, locks } = deps;
+        let (stop, tasks) = (CancellationToken::new(), TaskTracker::new());
+        let gates = VoucherGates::new(config.hot_row_permits, config.hot_row_queue_max);
+        let deadline = Duration::from_millis(config.request_deadline_ms);
+        let mode = match config.seckill_mode {
+            SeckillMode::Sync => Mode::Sync(Arc::new(SyncOrders {
+                group_commit: (config.order_batch_max > 1).then(|| {
+                    GroupCommitter::new(
+                        db.clone(),
+                        config.order_batch_max,
+                        Duration::from_millis(config.order_batch_wait_ms),
+                        Duration::from_millis(config.order_batch_worker_idle_ms),
+                        stop.clone(),
+                        tasks.clone(),
+                    )
+                }),
+                db: db.clone(),
+                gates,
+                locks: locks.clone(),
+                order_ids,
+                keys: keys.clone(),
+                deadline,
+            })),
+            SeckillMode::Async => {
+                // Blocking reads would hold up every command behind them on a
+                // shared connection; the response timeout outlasts the block.
+                let blocking = connect_redis_with(&config.redis_url, CONSUMER_BLOCK + Duration::from_secs(2)).await?;
+                let claim_idle = Duration::from_millis(config.async_claim_idle_ms);
+                let consumer = Consumer {
+                    db: db.clone(),
+                    blocking,
+                    redis: redis.clone(),
+                    keys: keys.clone(),
+                    name: instance.to_owned(),
+                    batch_max: config.async_batch_max,
+                    claim_idle,
+                    recovery: asynchronous::Recovery {
+                        db: db.clone(),
+                        redis: redis.clone(),
+                        name: instance.to_owned(),
+                        page: config.async_batch_max,
+                        claim_idle,
+                        max_deliveries: config.async_max_deliveries,
+                    },
+                };
+                let orders = AsyncOrders {
+                    db: db.clone(),
+                    redis: redis.clone(),
+                    keys: keys.clone(),
+                    order_ids,
+                    gates,
+                    deadline,
+                };
+                Mode::Async { orders: Box::new(orders), consumer: Box::new(consumer) }
+            }
+        };
+        Ok(Self(Arc::new(Service { mode, db, redis, keys, locks, stop, tasks })))
+    }
+
+    /// `sync` or `async`, for logs and metrics labels.
+    pub fn mode(&self) -> &'static str {
+        match self.0.mode {
+            Mode::Sync(_) => "sync",
+            Mode::Async { .. } => "async",
         }
-        SeckillMode::Async => async_order::place(state, user_id, voucher_id).await,
     }
-}
 
-/// A new seckill voucher is put on sale: in the asynchronous mode its keys
-/// are loaded and the consumers start reading its stream.
-pub async fn prepare_sale(state: &AppState, voucher_id: u64) -> ApiResult<()> {
-    match state.config.seckill_mode {
-        SeckillMode::Sync => Ok(()),
-        SeckillMode::Async => async_order::load(&state.db, &mut state.redis.clone(), &state.keys, voucher_id).await,
+    /// Starts the background work of the mode: the asynchronous consumer.
+    /// Group-commit workers start with their voucher's first order.
+    pub fn start(&self) {
+        if let Mode::Async { consumer, .. } = &self.0.mode {
+            self.0.tasks.spawn(Consumer::clone(consumer).run(self.0.stop.clone()));
+        }
     }
-}
 
-/// The order, for its owner only: anyone else gets the same 404 as for an
-/// order that does not exist.
-#[utoipa::path(get, path = "/voucher-order/{order_id}", tag = "order", security(("token" = [])),
-    params(("order_id" = String, Path, description = "the order id as returned by the order route")),
-    responses(
-        (status = 200, description = "the order, with its state", body = crate::http::envelope::Success<OrderView>),
-        (status = 400, description = "VALIDATION: the order id is not a number", body = crate::http::envelope::Failure),
-        (status = 401, description = "UNAUTHORIZED: no token, or its session expired", body = crate::http::envelope::Failure),
-        (status = 404, description = "NOT_FOUND: no such order of this user", body = crate::http::envelope::Failure),
-        (status = 503, description = "UNAVAILABLE: MariaDB or Redis unreachable", body = crate::http::envelope::Failure),
-    ))]
-pub(crate) async fn show_order(
-    State(state): State<AppState>,
-    user: CurrentUser,
-    Path(order_id): Path<i64>,
-) -> ApiResult<Reply<OrderView>> {
-    let order = order::find_owned(&state.db, &mut state.redis.clone(), &state.keys, order_id, user.id)
-        .await?
-        .ok_or(ApiError::NotFound("no such order"))?;
-    Ok(Reply::data(order))
-}
-
-const MAX_PAGE_SIZE: u32 = 100;
-
-#[derive(Deserialize, utoipa::IntoParams)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-#[into_params(parameter_in = Query)]
-pub(crate) struct PageQuery {
-    page: Option<u32>,
-    page_size: Option<u32>,
-}
-
-/// The user's orders with their rows, newest first, a page at a time
-/// (`page` from 1, `pageSize` up to 100, default 10); `total` counts all.
-#[utoipa::path(get, path = "/voucher-order/mine", tag = "order", security(("token" = [])), params(PageQuery),
-    responses(
-        (status = 200, description = "one page of the user's orders, newest first; `total` counts them all", body = crate::http::envelope::Success<Vec<OrderView>>),
-        (status = 400, description = "VALIDATION: page below 1 or pageSize outside 1 to 100", body = crate::http::envelope::Failure),
-        (status = 401, description = "UNAUTHORIZED: no token, or its session expired", body = crate::http::envelope::Failure),
-        (status = 503, description = "UNAVAILABLE: MariaDB or Redis unreachable", body = crate::http::envelope::Failure),
-    ))]
-pub(crate) async fn my_orders(
-    State(state): State<AppState>,
-    user: CurrentUser,
-    Query(query): Query<PageQuery>,
-) -> ApiResult<Reply<Vec<OrderView>>> {
-    let page = query.page.unwrap_or(1);
-    let size = query.page_size.unwrap_or(10);
-    if page == 0 || !(1..=MAX_PAGE_SIZE).contains(&size) {
-        return Err(ApiError::validation(format!("page starts at 1 and pageSize is 1 to {MAX_PAGE_SIZE}")));
+    /// Stops every background task and waits for it: the consumer finishes
+    /// its batch, group-commit workers answer what still waits.
+    pub async fn shutdown(&self) {
+        let groups = self.group_stats();
+        if groups.groups > 0 {
+            tracing::info!(?groups, mean = groups.committed as f64 / groups.groups as f64, "group commit totals");
+        }
+        self.0.stop.cancel();
+        self.0.tasks.close();
+        self.0.tasks.wait().await;
     }
-    let (orders, total) = order::list_owned(&state.db, user.id, page, size).await?;
-    Ok(Reply::page(orders, total))
+
+    /// One order for a known user; returns its id. The strategy lab drives
+    /// the service through here.
+    pub async fn place(&self, user_id: u64, voucher_id: u64) -> SeckillResult<i64> {
+        match &self.0.mode {
+            Mode::Sync(orders) => orders.place(user_id, voucher_id).await,
+            Mode::Async { orders, .. } => orders.place(user_id, voucher_id).await,
+        }
+    }
+
+    /// A new seckill voucher is put on sale: in the asynchronous mode its
+    /// keys are loaded and the consumers start reading its stream.
+    pub async fn prepare_sale(&self, voucher_id: u64) -> SeckillResult<()> {
+        match &self.0.mode {
+            Mode::Sync(_) => Ok(()),
+            Mode::Async { orders, .. } => orders.load(voucher_id).await,
+        }
+    }
+
+    /// The order if it exists and belongs to `user_id`, in whichever state.
+    pub async fn find_order(&self, order_id: i64, user_id: u64) -> SeckillResult<Option<OrderView>> {
+        order::find_owned(&self.0.db, &mut self.0.redis.clone(), &self.0.keys, order_id, user_id).await
+    }
+
+    /// One page of the user's orders, newest first, and how many in all.
+    pub async fn orders_of(&self, user_id: u64, page: u32, per_page: u32) -> SeckillResult<(Vec<OrderView>, u64)> {
+        order::list_owned(&self.0.db, user_id, page, per_page).await
+    }
+
+    /// The per-user lock service of the synchronous mode.
+    pub fn locks(&self) -> &LockService {
+        &self.0.locks
+    }
+
+    pub fn group_stats(&self) -> GroupStats {
+        match &self.0.mode {
+            Mode::Sync(orders) => orders.group_stats(),
+            Mode::Async { .. } => GroupStats::default(),
+        }
+    }
+
+    /// Group-commit workers running now (0 in the asynchronous mode).
+    pub fn group_workers(&self) -> usize {
+        match &self.0.mode {
+            Mode::Sync(orders) => orders.workers(),
+            Mode::Async { .. } => 0,
+        }
+    }
+
+    /// Records the mode's own gauges for a scrape: the order streams' length,
+    /// pending entries and lag in the asynchronous mode.
+    pub async fn record_metrics(&self) -> redis::RedisResult<()> {
+        match &self.0.mode {
+            Mode::Sync(_) => Ok(()),
+            Mode::Async { .. } => asynchronous::record_stream_metrics(&mut self.0.redis.clone(), &self.0.keys).await,
+        }
+    }
 }

@@ -8,18 +8,8 @@ use redis::{AsyncCommands, aio::ConnectionManager};
 use serde::{Serialize, Serializer};
 use sqlx::MySqlPool;
 
-use crate::{
-    http::{ApiResult, time},
-    keys::Keys,
-};
-
-/// The columns of `OrderView`, as a literal for `concat!`: the SQL stays a
-/// compile-time string.
-macro_rules! order_columns {
-    () => {
-        "id, user_id, voucher_id, pay_type, status, create_time, pay_time, use_time, refund_time, update_time"
-    };
-}
+use super::{SeckillResult, store};
+use crate::{http::time, keys::Keys};
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
@@ -69,26 +59,18 @@ pub struct OrderView {
 /// then its row, then the dead letters. An order persisted (or given back)
 /// between two looks is found by the next one, because the pending entry is
 /// removed only after the commit (or together with the failed entry).
-pub async fn find_owned(
+pub(super) async fn find_owned(
     db: &MySqlPool,
     redis: &mut ConnectionManager,
     keys: &Keys,
     order_id: i64,
     user_id: u64,
-) -> ApiResult<Option<OrderView>> {
+) -> SeckillResult<Option<OrderView>> {
     let active: Vec<u64> = redis.smembers(keys.seckill_active()).await?;
     if let Some(view) = in_redis(redis, keys, &active, order_id, user_id, OrderState::Pending).await? {
         return Ok(Some(view));
     }
-    let row = sqlx::query_as::<_, OrderView>(concat!(
-        "SELECT ",
-        order_columns!(),
-        " FROM tb_voucher_order WHERE id = ? AND user_id = ?"
-    ))
-    .bind(order_id)
-    .bind(user_id)
-    .fetch_optional(db)
-    .await?;
+    let row = store::owned_order(db, order_id, user_id).await?;
     if row.is_some() {
         return Ok(row);
     }
@@ -104,7 +86,7 @@ async fn in_redis(
     order_id: i64,
     user_id: u64,
     state: OrderState,
-) -> ApiResult<Option<OrderView>> {
+) -> SeckillResult<Option<OrderView>> {
     if active.is_empty() {
         return Ok(None);
     }
@@ -139,58 +121,16 @@ async fn in_redis(
 
 /// The user's orders that have their row, newest first (ids grow with
 /// time), and how many there are in all.
-pub async fn list_owned(db: &MySqlPool, user_id: u64, page: u32, per_page: u32) -> ApiResult<(Vec<OrderView>, u64)> {
+pub(super) async fn list_owned(
+    db: &MySqlPool,
+    user_id: u64,
+    page: u32,
+    per_page: u32,
+) -> SeckillResult<(Vec<OrderView>, u64)> {
     let offset = u64::from(page.saturating_sub(1)) * u64::from(per_page);
-    let orders = sqlx::query_as::<_, OrderView>(concat!(
-        "SELECT ",
-        order_columns!(),
-        " FROM tb_voucher_order WHERE user_id = ? ORDER BY id DESC LIMIT ? OFFSET ?"
-    ))
-    .bind(user_id)
-    .bind(per_page)
-    .bind(offset)
-    .fetch_all(db)
-    .await?;
-    let total: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM tb_voucher_order WHERE user_id = ?")
-        .bind(user_id)
-        .fetch_one(db)
-        .await?;
-    Ok((orders, total.max(0) as u64))
-}
-
-/// The id of the order the user holds for the voucher, if it has its row.
-pub async fn held_by(db: &MySqlPool, user_id: u64, voucher_id: u64) -> sqlx::Result<Option<i64>> {
-    sqlx::query_scalar("SELECT id FROM tb_voucher_order WHERE user_id = ? AND voucher_id = ? LIMIT 1")
-        .bind(user_id)
-        .bind(voucher_id)
-        .fetch_optional(db)
-        .await
-}
-
-/// How many times, and how far apart, a commit whose answer was lost is
-/// looked up: a connection that died at the commit often means a database
-/// that is restarting.
-const CONFIRM_TRIES: u32 = 5;
-const CONFIRM_PAUSE: std::time::Duration = std::time::Duration::from_millis(200);
-
-/// After a `COMMIT` whose answer was lost (the connection died on it), which
-/// of these orders MariaDB has: the commit may have happened, and a user
-/// must never be told "failed" about an order that exists. `None` while
-/// MariaDB cannot be asked.
-pub async fn confirm_committed(db: &MySqlPool, order_ids: &[i64]) -> Option<std::collections::HashSet<i64>> {
-    for attempt in 1..=CONFIRM_TRIES {
-        let mut query: sqlx::QueryBuilder<sqlx::MySql> =
-            sqlx::QueryBuilder::new("SELECT id FROM tb_voucher_order WHERE id IN ");
-        query.push_tuples(order_ids, |mut row, id| {
-            row.push_bind(*id);
-        });
-        match query.build_query_scalar::<i64>().fetch_all(db).await {
-            Ok(found) => return Some(found.into_iter().collect()),
-            Err(err) => tracing::warn!(attempt, error = %err, "looking up orders after a lost commit answer failed"),
-        }
-        tokio::time::sleep(CONFIRM_PAUSE).await;
-    }
-    None
+    let orders = store::owned_orders(db, user_id, per_page, offset).await?;
+    let total = store::count_owned(db, user_id).await?;
+    Ok((orders, total))
 }
 
 fn as_string<S: Serializer>(id: &i64, s: S) -> Result<S::Ok, S::Error> {

@@ -1,21 +1,31 @@
 //! The admin guard. Unlike the course project, admin routes are never open:
 //! without a configured ADMIN_KEY they answer 403 to everyone.
 
-use axum::{extract::FromRequestParts, http::request::Parts};
+use std::sync::Arc;
+
+use axum::{
+    extract::{FromRef, FromRequestParts},
+    http::request::Parts,
+};
 use subtle::ConstantTimeEq;
 
-use crate::{http::ApiError, state::AppState};
+use crate::{config::Config, http::ApiError};
 
 pub const ADMIN_KEY_HEADER: &str = "x-admin-key";
 
 /// Present in a handler's arguments: the request carried the admin key.
 pub struct Admin;
 
-impl FromRequestParts<AppState> for Admin {
+impl<S> FromRequestParts<S> for Admin
+where
+    S: Send + Sync,
+    Arc<Config>: FromRef<S>,
+{
     type Rejection = ApiError;
 
-    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
-        let Some(expected) = state.config.admin_key.as_deref() else {
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        let config = Arc::<Config>::from_ref(state);
+        let Some(expected) = config.admin_key.as_deref() else {
             return Err(ApiError::Forbidden);
         };
         let given = parts.headers.get(ADMIN_KEY_HEADER).map(|v| v.as_bytes()).unwrap_or_default();

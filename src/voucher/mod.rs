@@ -4,25 +4,36 @@
 mod admin;
 mod model;
 
+use std::sync::Arc;
+
 use axum::{
     Router,
-    extract::State,
+    extract::{FromRef, State},
     routing::{get, post},
 };
+use sqlx::MySqlPool;
 
 pub use admin::Admin;
 pub use model::{NewVoucher, VoucherForm, VoucherView};
 
 use crate::{
+    config::Config,
     http::{
         ApiResult, Reply,
+        envelope::{Failure, Success},
         extract::{Json, Path},
+        failures::{BadPath, Forbidden, Unavailable},
     },
-    seckill,
-    state::AppState,
+    seckill::{self, Seckill},
 };
 
-pub fn routes() -> Router<AppState> {
+pub fn routes<S>() -> Router<S>
+where
+    S: Clone + Send + Sync + 'static,
+    MySqlPool: FromRef<S>,
+    Seckill: FromRef<S>,
+    Arc<Config>: FromRef<S>,
+{
     Router::new()
         .route("/voucher", post(create_voucher))
         .route("/voucher/seckill", post(create_seckill_voucher))
@@ -31,18 +42,17 @@ pub fn routes() -> Router<AppState> {
 
 #[utoipa::path(post, path = "/voucher", tag = "voucher", security(("adminKey" = [])), request_body = VoucherForm,
     responses(
-        (status = 200, description = "the new voucher's id", body = crate::http::envelope::Success<u64>),
-        (status = 400, description = "VALIDATION: a field missing, unknown or out of range", body = crate::http::envelope::Failure),
-        (status = 403, description = "FORBIDDEN: admin key missing or wrong", body = crate::http::envelope::Failure),
-        (status = 503, description = "UNAVAILABLE: MariaDB or Redis unreachable", body = crate::http::envelope::Failure),
+        (status = 200, description = "the new voucher's id", body = Success<u64>),
+        (status = 400, description = "VALIDATION: a field missing, unknown or out of range", body = Failure),
+        Forbidden, Unavailable,
     ))]
 pub(crate) async fn create_voucher(
-    State(state): State<AppState>,
+    State(db): State<MySqlPool>,
     _admin: Admin,
     Json(form): Json<VoucherForm>,
 ) -> ApiResult<Reply<u64>> {
     let voucher = form.into_ordinary()?;
-    let id = insert_voucher(&state.db, &voucher).await?;
+    let id = insert_voucher(&db, &voucher).await?;
     Ok(Reply::data(id))
 }
 
@@ -50,29 +60,24 @@ pub(crate) async fn create_voucher(
 #[utoipa::path(post, path = "/voucher/seckill", tag = "voucher", security(("adminKey" = [])), request_body = VoucherForm,
     description = "`stock`, `beginTime` and `endTime` are required here.",
     responses(
-        (status = 200, description = "the new voucher's id", body = crate::http::envelope::Success<u64>),
-        (status = 400, description = "VALIDATION: a field missing, unknown or out of range, or the window ends before it begins", body = crate::http::envelope::Failure),
-        (status = 403, description = "FORBIDDEN: admin key missing or wrong", body = crate::http::envelope::Failure),
-        (status = 503, description = "UNAVAILABLE: MariaDB or Redis unreachable", body = crate::http::envelope::Failure),
+        (status = 200, description = "the new voucher's id", body = Success<u64>),
+        (status = 400, description = "VALIDATION: a field missing, unknown or out of range, or the window ends before it begins", body = Failure),
+        Forbidden, Unavailable,
     ))]
 pub(crate) async fn create_seckill_voucher(
-    State(state): State<AppState>,
+    State(db): State<MySqlPool>,
+    State(sales): State<Seckill>,
     _admin: Admin,
     Json(form): Json<VoucherForm>,
 ) -> ApiResult<Reply<u64>> {
-    let (voucher, seckill) = form.into_seckill()?;
-    let mut tx = state.db.begin().await?;
+    let (voucher, sale) = form.into_seckill()?;
+    let mut tx = db.begin().await?;
     let id = insert_voucher(&mut *tx, &voucher).await?;
-    sqlx::query("INSERT INTO tb_seckill_voucher (voucher_id, stock, begin_time, end_time) VALUES (?, ?, ?, ?)")
-        .bind(id)
-        .bind(seckill.stock)
-        .bind(seckill.begin_time.naive_utc())
-        .bind(seckill.end_time.naive_utc())
-        .execute(&mut *tx)
-        .await?;
+    let (begin, end) = (sale.begin_time.naive_utc(), sale.end_time.naive_utc());
+    seckill::insert_sale(&mut *tx, id, sale.stock.into(), begin, end).await?;
     tx.commit().await?;
-    tracing::info!(voucher_id = id, stock = seckill.stock, "seckill voucher created");
-    seckill::prepare_sale(&state, id).await?;
+    tracing::info!(voucher_id = id, stock = sale.stock, "seckill voucher created");
+    sales.prepare_sale(id).await?;
     Ok(Reply::data(id))
 }
 
@@ -97,12 +102,11 @@ async fn insert_voucher<'e>(db: impl sqlx::MySqlExecutor<'e>, voucher: &NewVouch
 /// One query: the shop's vouchers on shelf, seckill fields joined in.
 #[utoipa::path(get, path = "/voucher/list/{shop_id}", tag = "voucher", params(("shop_id" = u64, Path, description = "the shop")),
     responses(
-        (status = 200, description = "the shop's vouchers on shelf, seckill fields set for seckill vouchers", body = crate::http::envelope::Success<Vec<VoucherView>>),
-        (status = 400, description = "VALIDATION: the shop id is not a number", body = crate::http::envelope::Failure),
-        (status = 503, description = "UNAVAILABLE: MariaDB or Redis unreachable", body = crate::http::envelope::Failure),
+        (status = 200, description = "the shop's vouchers on shelf, seckill fields set for seckill vouchers", body = Success<Vec<VoucherView>>),
+        BadPath, Unavailable,
     ))]
 pub(crate) async fn list_for_shop(
-    State(state): State<AppState>,
+    State(db): State<MySqlPool>,
     Path(shop_id): Path<u64>,
 ) -> ApiResult<Reply<Vec<VoucherView>>> {
     let vouchers = sqlx::query_as::<_, VoucherView>(
@@ -114,7 +118,7 @@ pub(crate) async fn list_for_shop(
          ORDER BY v.id",
     )
     .bind(shop_id)
-    .fetch_all(&state.db)
+    .fetch_all(&db)
     .await?;
     Ok(Reply::list(vouchers))
 }

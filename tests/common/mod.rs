@@ -55,6 +55,7 @@ pub fn test_config() -> (Config, String, String) {
         // scripts/test runs the seckill tests once more with ORDER_BATCH_MAX=1.
         order_batch_max: std::env::var("ORDER_BATCH_MAX").ok().and_then(|v| v.parse().ok()).unwrap_or(64),
         order_batch_wait_ms: 0,
+        order_batch_worker_idle_ms: 60_000,
         log_sms_codes: false,
         // Generous: the limit tests set their own.
         sms_codes_per_phone_day: 10_000,
@@ -121,7 +122,7 @@ impl TestApp {
             api,
             db: state.db.clone(),
             redis: state.redis.clone(),
-            keys: state.keys.clone(),
+            keys: Keys::new(&state.config.redis_key_prefix),
             state,
             database,
             owns_data,
@@ -213,12 +214,18 @@ impl TestApp {
     /// same session format as login) because hundreds of logins through
     /// the API would only test login again. Returns (user id, token).
     pub async fn seed_users(&self, count: u32) -> Vec<(u64, String)> {
-        hmdp::auth::seed_users(&self.db, &self.state.sessions, &self.state.tokens, 13_950_000_000, count.into())
-            .await
-            .unwrap()
-            .into_iter()
-            .map(|u| (u.id, u.token))
-            .collect()
+        hmdp::auth::seed_users(
+            &self.db,
+            &self.state.auth.sessions,
+            &self.state.auth.tokens,
+            13_950_000_000,
+            count.into(),
+        )
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|u| (u.id, u.token))
+        .collect()
     }
 
     /// Holds the voucher's stock row from outside (`FOR UPDATE`), so an

@@ -20,80 +20,41 @@ use redis::{
     aio::ConnectionManager,
     streams::{StreamId, StreamReadReply},
 };
-use sqlx::{MySql, MySqlPool, QueryBuilder};
+use sqlx::MySqlPool;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::recovery;
-use crate::keys::{Keys, SeckillKeys};
+use super::{
+    recovery::Recovery,
+    stream::{Entry, GROUP, PersistError, acknowledge},
+};
+use crate::{
+    keys::{Keys, SeckillKeys},
+    seckill::store::{self, NewOrder},
+};
 
-pub const GROUP: &str = "orders";
 /// How long one XREADGROUP waits for new entries; also how late the
 /// consumer notices a shutdown at worst.
 pub const BLOCK: Duration = Duration::from_millis(500);
 /// After an error, before trying again.
 const BACKOFF: Duration = Duration::from_millis(200);
+/// XAUTOCLAIM pages looked at per voucher and round, so a huge backlog of
+/// idle entries cannot starve the new ones.
+const CLAIM_PAGES: usize = 8;
 
 /// What a consumer needs; built once at start-up.
 #[derive(Clone)]
 pub struct Consumer {
-    pub db: MySqlPool,
+    pub(crate) db: MySqlPool,
     /// Its own connection: a blocking read holds up every command behind it
     /// on the same connection.
-    pub blocking: ConnectionManager,
-    pub redis: ConnectionManager,
-    pub keys: Keys,
-    pub name: String,
-    pub batch_max: usize,
-    pub claim_idle: Duration,
-    pub max_deliveries: u64,
-}
-
-/// One accepted order, as queued by the order script.
-#[derive(Debug, Clone)]
-pub(super) struct Entry {
-    pub stream_id: String,
-    pub order_id: i64,
-    pub user_id: u64,
-    pub ts_ms: i64,
-}
-
-impl Entry {
-    fn parse(raw: &StreamId) -> Option<Self> {
-        Some(Self {
-            stream_id: raw.id.clone(),
-            order_id: raw.get("id")?,
-            user_id: raw.get("userId")?,
-            ts_ms: raw.get("ts")?,
-        })
-    }
-}
-
-/// Why a batch was not persisted.
-#[derive(Debug, thiserror::Error)]
-pub(super) enum PersistError {
-    /// MariaDB or Redis could not be reached: retry later, blame no entry.
-    #[error("unavailable: {0:#}")]
-    Unavailable(anyhow::Error),
-    /// The database refused the batch (a constraint, a trigger, stock that
-    /// is not there): one of its entries is bad.
-    #[error("refused: {0:#}")]
-    Refused(anyhow::Error),
-}
-
-impl From<sqlx::Error> for PersistError {
-    fn from(err: sqlx::Error) -> Self {
-        match err {
-            sqlx::Error::Database(_) | sqlx::Error::RowNotFound => Self::Refused(err.into()),
-            other => Self::Unavailable(other.into()),
-        }
-    }
-}
-
-impl From<redis::RedisError> for PersistError {
-    fn from(err: redis::RedisError) -> Self {
-        Self::Unavailable(err.into())
-    }
+    pub(crate) blocking: ConnectionManager,
+    pub(crate) redis: ConnectionManager,
+    pub(crate) keys: Keys,
+    pub(crate) name: String,
+    pub(crate) batch_max: usize,
+    pub(crate) claim_idle: Duration,
+    pub(crate) recovery: Recovery,
 }
 
 impl Consumer {
@@ -116,7 +77,7 @@ impl Consumer {
                 }
                 if last_claim.elapsed() >= self.claim_idle / 2 {
                     for &voucher in &active {
-                        recovery::claim_idle(&self, voucher).await?;
+                        self.claim_idle(voucher).await?;
                     }
                     last_claim = Instant::now();
                 }
@@ -149,9 +110,29 @@ impl Consumer {
         Ok(ids)
     }
 
+    /// Takes over the voucher's entries idle for longer than the claim
+    /// bound, from any consumer of the group (this one included), and
+    /// retries them.
+    async fn claim_idle(&self, voucher: u64) -> Result<(), PersistError> {
+        let sk = self.keys.seckill(voucher);
+        let mut start = "0-0".to_owned();
+        for _ in 0..CLAIM_PAGES {
+            let (claimed, next) = self.recovery.claim_page(&sk, &start).await?;
+            if !claimed.is_empty() {
+                tracing::info!(consumer = %self.name, voucher, count = claimed.len(), "took over idle order entries");
+                self.handle(voucher, claimed).await;
+            }
+            if next == "0-0" {
+                break;
+            }
+            start = next;
+        }
+        Ok(())
+    }
+
     /// Creates the group from the stream's start, making the stream when it
     /// does not exist; an existing group is left as it is.
-    pub(super) async fn ensure_group(&self, voucher: u64) -> Result<(), PersistError> {
+    async fn ensure_group(&self, voucher: u64) -> Result<(), PersistError> {
         let created: redis::RedisResult<()> =
             self.redis.clone().xgroup_create_mkstream(self.keys.seckill(voucher).orders, GROUP, "0").await;
         match created {
@@ -211,13 +192,13 @@ impl Consumer {
     /// database refuses is retried entry by entry, so one bad entry holds up
     /// no other; the bad one stays pending until recovery retries it or, past
     /// the delivery limit, dead-letters it.
-    pub(super) async fn handle(&self, voucher: u64, raw: Vec<StreamId>) {
+    async fn handle(&self, voucher: u64, raw: Vec<StreamId>) {
         let sk = self.keys.seckill(voucher);
         let mut entries = Vec::with_capacity(raw.len());
         for r in &raw {
             match Entry::parse(r) {
                 Some(entry) => entries.push(entry),
-                None => recovery::dead_letter_malformed(self, &sk, voucher, r).await,
+                None => self.recovery.dead_letter_malformed(&sk, voucher, r).await,
             }
         }
         if entries.is_empty() {
@@ -236,7 +217,7 @@ impl Consumer {
                     match self.persist(voucher, &sk, std::slice::from_ref(entry)).await {
                         Ok(()) => {}
                         Err(PersistError::Refused(err)) => {
-                            recovery::refused(self, &sk, voucher, entry, &format!("{err:#}")).await;
+                            self.recovery.refused(&sk, voucher, entry, &format!("{err:#}")).await;
                         }
                         Err(PersistError::Unavailable(err)) => {
                             tracing::warn!(voucher, order_id = entry.order_id, error = %format!("{err:#}"), "order not persisted; will retry");
@@ -252,67 +233,35 @@ impl Consumer {
         let mut tx = self.db.begin().await?;
         // The voucher's row lock: batches and dead-lettering of one voucher
         // take turns, so the checks below stay true until the commit.
-        sqlx::query("SELECT stock FROM tb_seckill_voucher WHERE voucher_id = ? FOR UPDATE")
-            .bind(voucher)
-            .fetch_one(&mut *tx)
-            .await?;
+        store::lock_stock(&mut *tx, voucher).await?.ok_or(sqlx::Error::RowNotFound)?;
         // Dead-lettered and given back already: never persisted after that.
         let order_ids: Vec<i64> = entries.iter().map(|e| e.order_id).collect();
         let failed: Vec<Option<String>> =
             redis::cmd("HMGET").arg(&sk.failed).arg(&order_ids).query_async(&mut self.redis.clone()).await?;
         let mut candidates: Vec<&Entry> =
             entries.iter().zip(&failed).filter(|(_, f)| f.is_none()).map(|(e, _)| e).collect();
+        let ids: Vec<i64> = candidates.iter().map(|e| e.order_id).collect();
+        let persisted = store::existing_orders(&mut *tx, &ids).await?;
+        candidates.retain(|e| !persisted.contains(&e.order_id));
         if !candidates.is_empty() {
-            let mut existing: QueryBuilder<MySql> = QueryBuilder::new("SELECT id FROM tb_voucher_order WHERE id IN ");
-            existing.push_tuples(&candidates, |mut row, e| {
-                row.push_bind(e.order_id);
-            });
-            let persisted: HashSet<i64> =
-                existing.build_query_scalar().fetch_all(&mut *tx).await?.into_iter().collect();
-            candidates.retain(|e| !persisted.contains(&e.order_id));
-        }
-        if !candidates.is_empty() {
-            let mut insert: QueryBuilder<MySql> =
-                QueryBuilder::new("INSERT INTO tb_voucher_order (id, user_id, voucher_id, create_time) ");
-            insert.push_values(&candidates, |mut row, e| {
-                let created = DateTime::from_timestamp_millis(e.ts_ms).unwrap_or_default().naive_utc();
-                row.push_bind(e.order_id).push_bind(e.user_id).push_bind(voucher).push_bind(created);
-            });
-            let inserted = insert.build().execute(&mut *tx).await?.rows_affected();
-            let taken =
-                sqlx::query("UPDATE tb_seckill_voucher SET stock = stock - ? WHERE voucher_id = ? AND stock >= ?")
-                    .bind(inserted)
-                    .bind(voucher)
-                    .bind(inserted)
-                    .execute(&mut *tx)
-                    .await?
-                    .rows_affected();
-            if taken != 1 {
+            let orders: Vec<NewOrder> = candidates
+                .iter()
+                .map(|e| NewOrder {
+                    id: e.order_id,
+                    user_id: e.user_id,
+                    create_time: Some(DateTime::from_timestamp_millis(e.ts_ms).unwrap_or_default().naive_utc()),
+                })
+                .collect();
+            let inserted = store::insert_orders(&mut *tx, voucher, &orders).await?;
+            if !store::take_stock(&mut *tx, voucher, inserted).await? {
                 return Err(PersistError::Refused(anyhow::anyhow!(
                     "MariaDB has less stock than {inserted} orders accepted in Redis"
                 )));
             }
         }
         tx.commit().await?;
-        self.acknowledge(sk, entries).await?;
+        acknowledge(&self.redis, sk, entries).await?;
         tracing::debug!(voucher, batch = entries.len(), inserted = candidates.len(), "batch persisted");
-        Ok(())
-    }
-
-    /// Persisted (now or before): off the stream and out of the pending hash.
-    pub(super) async fn acknowledge(&self, sk: &SeckillKeys, entries: &[Entry]) -> Result<(), PersistError> {
-        let stream_ids: Vec<&str> = entries.iter().map(|e| e.stream_id.as_str()).collect();
-        let order_ids: Vec<i64> = entries.iter().map(|e| e.order_id).collect();
-        redis::pipe()
-            .atomic()
-            .xack(&sk.orders, GROUP, &stream_ids)
-            .ignore()
-            .xdel(&sk.orders, &stream_ids)
-            .ignore()
-            .hdel(&sk.pending, &order_ids)
-            .ignore()
-            .exec_async(&mut self.redis.clone())
-            .await?;
         Ok(())
     }
 }

@@ -8,8 +8,8 @@ use redis::aio::ConnectionManager;
 use serde::Serialize;
 use sqlx::MySqlPool;
 
-use super::consumer::GROUP;
-use crate::keys::Keys;
+use super::stream::GROUP;
+use crate::{keys::Keys, seckill::store};
 
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -101,18 +101,12 @@ pub async fn reconcile(
     let loaded = buyers.contains(&0);
     let redis_buyers: BTreeSet<u64> = buyers.into_iter().filter(|&u| u != 0).collect();
 
-    let db_stock: i32 = sqlx::query_scalar("SELECT stock FROM tb_seckill_voucher WHERE voucher_id = ?")
-        .bind(voucher_id)
-        .fetch_optional(db)
+    let db_stock = store::sale(db, voucher_id)
         .await?
-        .ok_or_else(|| anyhow::anyhow!("voucher {voucher_id} is not a seckill voucher"))?;
+        .ok_or_else(|| anyhow::anyhow!("voucher {voucher_id} is not a seckill voucher"))?
+        .stock;
     let db_buyers: BTreeSet<u64> =
-        sqlx::query_scalar::<_, u64>("SELECT DISTINCT user_id FROM tb_voucher_order WHERE voucher_id = ?")
-            .bind(voucher_id)
-            .fetch_all(db)
-            .await?
-            .into_iter()
-            .collect();
+        store::orders_of_voucher(db, voucher_id).await?.into_iter().map(|(_, user)| user).collect();
     Ok(Reconciliation {
         voucher_id,
         pending_orders: pending,

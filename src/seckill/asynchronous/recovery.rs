@@ -5,172 +5,168 @@
 //! script (the buyer removed and, only if that removed it, the stock given
 //! back), so one bad entry never blocks the entries behind it.
 
-use std::sync::LazyLock;
+use std::{sync::LazyLock, time::Duration};
 
 use redis::{
     Script,
+    aio::ConnectionManager,
     streams::{StreamAutoClaimReply, StreamId, StreamPendingCountReply},
 };
+use sqlx::MySqlPool;
 
-use super::consumer::{Consumer, Entry, GROUP, PersistError};
-use crate::keys::SeckillKeys;
+use super::stream::{Entry, GROUP, PersistError, acknowledge};
+use crate::{keys::SeckillKeys, seckill::store};
 
-static COMPENSATE: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("../../lua/seckill_compensate.lua")));
+static COMPENSATE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../../../lua/seckill_compensate.lua")));
 
-/// XAUTOCLAIM pages looked at per voucher and round, so a huge backlog of
-/// idle entries cannot starve the new ones.
-const CLAIM_PAGES: usize = 8;
+/// What recovery needs; the consumer owns one.
+#[derive(Clone)]
+pub(crate) struct Recovery {
+    pub db: MySqlPool,
+    pub redis: ConnectionManager,
+    /// The consumer's name: entries taken over become its own.
+    pub name: String,
+    pub page: usize,
+    pub claim_idle: Duration,
+    pub max_deliveries: u64,
+}
 
-/// Takes over the voucher's entries idle for longer than the claim bound,
-/// from any consumer of the group (this one included), and retries them.
-pub(super) async fn claim_idle(consumer: &Consumer, voucher: u64) -> Result<(), PersistError> {
-    let sk = consumer.keys.seckill(voucher);
-    let mut start = "0-0".to_owned();
-    for _ in 0..CLAIM_PAGES {
+impl Recovery {
+    /// One page of the voucher's entries idle for longer than the claim bound,
+    /// taken over from any consumer of the group (this one included), and
+    /// where the next page starts (`0-0`: no more).
+    pub(super) async fn claim_page(
+        &self,
+        sk: &SeckillKeys,
+        start: &str,
+    ) -> Result<(Vec<StreamId>, String), PersistError> {
         let reply: StreamAutoClaimReply = redis::cmd("XAUTOCLAIM")
             .arg(&sk.orders)
             .arg(GROUP)
-            .arg(&consumer.name)
-            .arg(consumer.claim_idle.as_millis() as u64)
-            .arg(&start)
+            .arg(&self.name)
+            .arg(self.claim_idle.as_millis() as u64)
+            .arg(start)
             .arg("COUNT")
-            .arg(consumer.batch_max)
-            .query_async(&mut consumer.redis.clone())
+            .arg(self.page)
+            .query_async(&mut self.redis.clone())
             .await?;
-        if !reply.claimed.is_empty() {
-            tracing::info!(consumer = %consumer.name, voucher, count = reply.claimed.len(), "took over idle order entries");
-            consumer.handle(voucher, reply.claimed).await;
-        }
-        if reply.next_stream_id == "0-0" {
-            break;
-        }
-        start = reply.next_stream_id;
+        Ok((reply.claimed, reply.next_stream_id))
     }
-    Ok(())
-}
 
-/// The database refused this entry on its own. It stays pending (and is
-/// retried once idle) until it has been delivered `max_deliveries` times;
-/// then it is dead-lettered.
-pub(super) async fn refused(consumer: &Consumer, sk: &SeckillKeys, voucher: u64, entry: &Entry, reason: &str) {
-    let pending: redis::RedisResult<StreamPendingCountReply> = redis::cmd("XPENDING")
-        .arg(&sk.orders)
-        .arg(GROUP)
-        .arg(&entry.stream_id)
-        .arg(&entry.stream_id)
-        .arg(1)
-        .query_async(&mut consumer.redis.clone())
-        .await;
-    let deliveries = match pending {
-        Ok(reply) => match reply.ids.first() {
-            Some(p) => p.times_delivered as u64,
-            None => return, // acknowledged meanwhile, by another consumer
-        },
-        Err(err) => {
-            tracing::warn!(voucher, order_id = entry.order_id, error = %err, "reading the delivery count failed; will retry");
+    /// The database refused this entry on its own. It stays pending (and is
+    /// retried once idle) until it has been delivered `max_deliveries` times;
+    /// then it is dead-lettered.
+    pub(super) async fn refused(&self, sk: &SeckillKeys, voucher: u64, entry: &Entry, reason: &str) {
+        let pending: redis::RedisResult<StreamPendingCountReply> = redis::cmd("XPENDING")
+            .arg(&sk.orders)
+            .arg(GROUP)
+            .arg(&entry.stream_id)
+            .arg(&entry.stream_id)
+            .arg(1)
+            .query_async(&mut self.redis.clone())
+            .await;
+        let deliveries = match pending {
+            Ok(reply) => match reply.ids.first() {
+                Some(p) => p.times_delivered as u64,
+                None => return, // acknowledged meanwhile, by another consumer
+            },
+            Err(err) => {
+                tracing::warn!(voucher, order_id = entry.order_id, error = %err, "reading the delivery count failed; will retry");
+                return;
+            }
+        };
+        if deliveries < self.max_deliveries {
+            tracing::warn!(
+                voucher,
+                order_id = entry.order_id,
+                deliveries,
+                reason,
+                "order refused by the database; will retry"
+            );
             return;
         }
-    };
-    if deliveries < consumer.max_deliveries {
-        tracing::warn!(
-            voucher,
-            order_id = entry.order_id,
-            deliveries,
-            reason,
-            "order refused by the database; will retry"
-        );
-        return;
-    }
-    match dead_letter(consumer, sk, voucher, entry, reason).await {
-        Ok(()) => metrics::counter!("hmdp_async_dead_lettered_total").increment(1),
-        Err(err) => {
-            tracing::warn!(voucher, order_id = entry.order_id, error = %err, "dead-lettering failed; will retry")
+        match self.dead_letter(sk, voucher, entry, reason).await {
+            Ok(()) => metrics::counter!("hmdp_async_dead_lettered_total").increment(1),
+            Err(err) => {
+                tracing::warn!(voucher, order_id = entry.order_id, error = %err, "dead-lettering failed; will retry")
+            }
         }
     }
-}
 
-/// Under the voucher's row lock, so no batch can persist the order at the
-/// same time: if its row exists after all it is simply acknowledged;
-/// otherwise it is moved to the dead-letter stream and compensated.
-async fn dead_letter(
-    consumer: &Consumer,
-    sk: &SeckillKeys,
-    voucher: u64,
-    entry: &Entry,
-    reason: &str,
-) -> Result<(), PersistError> {
-    let mut tx = consumer.db.begin().await?;
-    sqlx::query("SELECT stock FROM tb_seckill_voucher WHERE voucher_id = ? FOR UPDATE")
-        .bind(voucher)
-        .fetch_optional(&mut *tx)
-        .await?;
-    let persisted: Option<i64> = sqlx::query_scalar("SELECT id FROM tb_voucher_order WHERE id = ?")
-        .bind(entry.order_id)
-        .fetch_optional(&mut *tx)
-        .await?;
-    if persisted.is_some() {
-        tx.commit().await?;
-        return consumer.acknowledge(sk, std::slice::from_ref(entry)).await;
-    }
-    let holds_another: Option<i64> =
-        sqlx::query_scalar("SELECT id FROM tb_voucher_order WHERE voucher_id = ? AND user_id = ? LIMIT 1")
-            .bind(voucher)
-            .bind(entry.user_id)
-            .fetch_optional(&mut *tx)
+    /// Under the voucher's row lock, so no batch can persist the order at the
+    /// same time: if its row exists after all it is simply acknowledged;
+    /// otherwise it is moved to the dead-letter stream and compensated.
+    async fn dead_letter(
+        &self,
+        sk: &SeckillKeys,
+        voucher: u64,
+        entry: &Entry,
+        reason: &str,
+    ) -> Result<(), PersistError> {
+        let mut tx = self.db.begin().await?;
+        store::lock_stock(&mut *tx, voucher).await?;
+        if !store::existing_orders(&mut *tx, &[entry.order_id]).await?.is_empty() {
+            tx.commit().await?;
+            return acknowledge(&self.redis, sk, std::slice::from_ref(entry)).await;
+        }
+        let holds_another = store::held_order(&mut *tx, entry.user_id, voucher).await?;
+        let compensated: i64 = COMPENSATE
+            .key(&sk.stock)
+            .key(&sk.buyers)
+            .key(&sk.orders)
+            .key(&sk.dead)
+            .key(&sk.pending)
+            .key(&sk.failed)
+            .arg(&entry.stream_id)
+            .arg(entry.order_id)
+            .arg(entry.user_id)
+            .arg(voucher)
+            .arg(reason)
+            .arg(u8::from(holds_another.is_some()))
+            .invoke_async(&mut self.redis.clone())
             .await?;
-    let compensated: i64 = COMPENSATE
-        .key(&sk.stock)
-        .key(&sk.buyers)
-        .key(&sk.orders)
-        .key(&sk.dead)
-        .key(&sk.pending)
-        .key(&sk.failed)
-        .arg(&entry.stream_id)
-        .arg(entry.order_id)
-        .arg(entry.user_id)
-        .arg(voucher)
-        .arg(reason)
-        .arg(u8::from(holds_another.is_some()))
-        .invoke_async(&mut consumer.redis.clone())
-        .await?;
-    tx.commit().await?;
-    if compensated == 1 {
-        tracing::error!(
-            voucher,
-            order_id = entry.order_id,
-            user_id = entry.user_id,
-            reason,
-            "order dead-lettered; stock and buyer slot given back"
-        );
+        tx.commit().await?;
+        if compensated == 1 {
+            tracing::error!(
+                voucher,
+                order_id = entry.order_id,
+                user_id = entry.user_id,
+                reason,
+                "order dead-lettered; stock and buyer slot given back"
+            );
+        }
+        Ok(())
     }
-    Ok(())
-}
 
-/// An entry without the fields the order script writes cannot be persisted
-/// or compensated; it is set aside so it blocks nothing.
-pub(super) async fn dead_letter_malformed(consumer: &Consumer, sk: &SeckillKeys, voucher: u64, raw: &StreamId) {
-    let fields: Vec<(String, String)> = raw
-        .map
-        .iter()
-        .map(|(k, v)| (k.clone(), redis::from_redis_value_ref::<String>(v).unwrap_or_default()))
-        .collect();
-    let mut xadd = redis::cmd("XADD");
-    xadd.arg(&sk.dead).arg("*").arg("reason").arg("malformed entry").arg("entry").arg(&raw.id);
-    for (k, v) in &fields {
-        xadd.arg(k).arg(v);
-    }
-    let moved = redis::pipe()
-        .atomic()
-        .add_command(xadd)
-        .ignore()
-        .xack(&sk.orders, GROUP, &[&raw.id])
-        .ignore()
-        .xdel(&sk.orders, &[&raw.id])
-        .ignore()
-        .exec_async(&mut consumer.redis.clone())
-        .await;
-    match moved {
-        Ok(()) => tracing::error!(voucher, entry = %raw.id, ?fields, "malformed order entry set aside"),
-        Err(err) => tracing::warn!(voucher, entry = %raw.id, error = %err, "setting a malformed entry aside failed"),
+    /// An entry without the fields the order script writes cannot be persisted
+    /// or compensated; it is set aside so it blocks nothing.
+    pub(super) async fn dead_letter_malformed(&self, sk: &SeckillKeys, voucher: u64, raw: &StreamId) {
+        let fields: Vec<(String, String)> = raw
+            .map
+            .iter()
+            .map(|(k, v)| (k.clone(), redis::from_redis_value_ref::<String>(v).unwrap_or_default()))
+            .collect();
+        let mut xadd = redis::cmd("XADD");
+        xadd.arg(&sk.dead).arg("*").arg("reason").arg("malformed entry").arg("entry").arg(&raw.id);
+        for (k, v) in &fields {
+            xadd.arg(k).arg(v);
+        }
+        let moved = redis::pipe()
+            .atomic()
+            .add_command(xadd)
+            .ignore()
+            .xack(&sk.orders, GROUP, &[&raw.id])
+            .ignore()
+            .xdel(&sk.orders, &[&raw.id])
+            .ignore()
+            .exec_async(&mut self.redis.clone())
+            .await;
+        match moved {
+            Ok(()) => tracing::error!(voucher, entry = %raw.id, ?fields, "malformed order entry set aside"),
+            Err(err) => {
+                tracing::warn!(voucher, entry = %raw.id, error = %err, "setting a malformed entry aside failed")
+            }
+        }
     }
 }

@@ -14,6 +14,10 @@
 //! group: a duplicate, a lost lock or a sold-out order leaves it with its
 //! own answer, and a group whose insert the database refuses is retried one
 //! order per transaction, so the refused row alone fails.
+//!
+//! Workers are owned: one that saw no order for `worker_idle` leaves the
+//! map and ends (a year of daily sales is not a year of idle tasks), and
+//! every worker ends when the committer is stopped at shutdown.
 
 use std::{
     collections::{HashMap, HashSet},
@@ -25,15 +29,16 @@ use std::{
 };
 
 use serde::Serialize;
-use sqlx::{MySql, MySqlPool, QueryBuilder, Transaction};
+use sqlx::{MySql, MySqlPool, Transaction};
 use tokio::sync::{mpsc, oneshot};
-use tokio_util::sync::CancellationToken;
+use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
-use super::{
-    Gate,
-    sync_order::{self, Reservation, settle_lost_commit, with_held_order},
+use super::transaction::{commit_reservation, reserve, settle_lost_commit};
+use crate::seckill::{
+    SeckillError, SeckillResult,
+    admission::Gate,
+    store::{self, NewOrder},
 };
-use crate::http::{ApiError, ApiResult};
 
 /// The per-voucher workers of one instance.
 #[derive(Clone)]
@@ -41,8 +46,13 @@ pub struct GroupCommitter {
     db: MySqlPool,
     batch_max: usize,
     wait: Duration,
+    /// A worker that saw no order for this long ends.
+    idle: Duration,
     queues: Arc<Mutex<HashMap<u64, mpsc::UnboundedSender<Member>>>>,
     stats: Arc<Stats>,
+    /// Cancelled at shutdown: every worker ends.
+    stop: CancellationToken,
+    workers: TaskTracker,
 }
 
 /// One order waiting for its group.
@@ -51,7 +61,7 @@ struct Member {
     order_id: i64,
     /// Cancelled when the user's lock is lost: the order must not commit.
     lost: CancellationToken,
-    reply: oneshot::Sender<ApiResult<()>>,
+    reply: oneshot::Sender<SeckillResult<()>>,
 }
 
 #[derive(Debug, Default)]
@@ -76,8 +86,21 @@ pub struct GroupStats {
 }
 
 impl GroupCommitter {
-    pub fn new(db: MySqlPool, batch_max: usize, wait: Duration) -> Self {
-        Self { db, batch_max: batch_max.max(1), wait, queues: Arc::default(), stats: Arc::default() }
+    pub fn new(
+        db: MySqlPool,
+        batch_max: usize,
+        wait: Duration,
+        idle: Duration,
+        stop: CancellationToken,
+        workers: TaskTracker,
+    ) -> Self {
+        let (queues, stats) = (Arc::default(), Arc::default());
+        Self { db, batch_max: batch_max.max(1), wait, idle, queues, stats, stop, workers }
+    }
+
+    /// Workers running now: one per voucher that had an order lately.
+    pub fn workers(&self) -> usize {
+        self.queues.lock().expect("group queues poisoned").len()
     }
 
     pub fn stats(&self) -> GroupStats {
@@ -98,32 +121,57 @@ impl GroupCommitter {
         user_id: u64,
         order_id: i64,
         lost: CancellationToken,
-    ) -> ApiResult<()> {
+    ) -> SeckillResult<()> {
         let (reply, answer) = oneshot::channel();
-        let member = Member { user_id, order_id, lost, reply };
-        self.queue(gate, voucher_id).send(member).map_err(|_| {
-            ApiError::internal(anyhow::anyhow!("the group commit worker of voucher {voucher_id} is gone"))
-        })?;
-        answer.await.map_err(|_| ApiError::internal(anyhow::anyhow!("a group commit worker dropped an order")))?
+        self.enqueue(gate, voucher_id, Member { user_id, order_id, lost, reply })?;
+        answer.await.map_err(|_| SeckillError::unavailable("the group commit worker stopped before answering"))?
     }
 
-    fn queue(&self, gate: &Arc<Gate>, voucher_id: u64) -> mpsc::UnboundedSender<Member> {
+    /// Hands the order to the voucher's worker, starting one if there is
+    /// none. Under the map's lock, like a worker's leaving: an order is
+    /// never sent to a worker that already decided to end.
+    fn enqueue(&self, gate: &Arc<Gate>, voucher_id: u64, member: Member) -> SeckillResult<()> {
+        if self.stop.is_cancelled() {
+            return Err(SeckillError::unavailable("the instance is shutting down"));
+        }
         let mut queues = self.queues.lock().expect("group queues poisoned");
-        queues
-            .entry(voucher_id)
-            .or_insert_with(|| {
-                let (tx, rx) = mpsc::unbounded_channel();
-                tokio::spawn(run(self.clone(), gate.clone(), voucher_id, rx));
-                tx
-            })
-            .clone()
+        let queue = queues.entry(voucher_id).or_insert_with(|| {
+            let (tx, rx) = mpsc::unbounded_channel();
+            self.workers.spawn(run(self.clone(), gate.clone(), voucher_id, rx));
+            tx
+        });
+        queue.send(member).map_err(|_| SeckillError::internal(anyhow::anyhow!("voucher {voucher_id}'s worker is gone")))
+    }
+
+    /// The worker's way out after `idle` without an order: it leaves the
+    /// map only if nothing arrived meanwhile. `true` when it may end.
+    fn leave_if_idle(&self, voucher_id: u64, queue: &mpsc::UnboundedReceiver<Member>) -> bool {
+        let mut queues = self.queues.lock().expect("group queues poisoned");
+        if !queue.is_empty() {
+            return false;
+        }
+        queues.remove(&voucher_id);
+        true
     }
 }
 
 /// Gathers what is ready (and, with a wait, what arrives within it), then
-/// commits it; while one group commits, the next gathers.
+/// commits it; while one group commits, the next gathers. Ends when idle
+/// for the committer's `idle`, or at shutdown (answering what still waits).
 async fn run(committer: GroupCommitter, gate: Arc<Gate>, voucher_id: u64, mut queue: mpsc::UnboundedReceiver<Member>) {
-    while let Some(first) = queue.recv().await {
+    loop {
+        let first = tokio::select! {
+            () = committer.stop.cancelled() => break,
+            first = queue.recv() => first,
+            () = tokio::time::sleep(committer.idle) => {
+                if committer.leave_if_idle(voucher_id, &queue) {
+                    tracing::debug!(voucher_id, "group commit worker idle; ended");
+                    return;
+                }
+                continue;
+            }
+        };
+        let Some(first) = first else { break };
         let mut group = vec![first];
         let deadline = tokio::time::Instant::now() + committer.wait;
         while group.len() < committer.batch_max {
@@ -145,6 +193,11 @@ async fn run(committer: GroupCommitter, gate: Arc<Gate>, voucher_id: u64, mut qu
         committer.stats.largest.fetch_max(group.len() as u64, Relaxed);
         commit_group(&committer, &gate, voucher_id, group).await;
     }
+    committer.queues.lock().expect("group queues poisoned").remove(&voucher_id);
+    queue.close();
+    while let Ok(member) = queue.try_recv() {
+        let _ = member.reply.send(Err(SeckillError::unavailable("the instance is shutting down")));
+    }
 }
 
 async fn commit_group(committer: &GroupCommitter, gate: &Gate, voucher_id: u64, mut group: Vec<Member>) {
@@ -153,13 +206,13 @@ async fn commit_group(committer: &GroupCommitter, gate: &Gate, voucher_id: u64, 
         let (group_taken, gone): (Vec<Member>, Vec<Member>) =
             std::mem::take(&mut group).into_iter().partition(|m| !m.lost.is_cancelled() && !m.reply.is_closed());
         for member in gone {
-            let _ = member.reply.send(Err(sync_order::lock_lost()));
+            let _ = member.reply.send(Err(SeckillError::lock_lost()));
         }
         if group_taken.is_empty() {
             return;
         }
         if gate.is_sold_out() {
-            answer_all(group_taken, || ApiError::SoldOut);
+            answer_all(group_taken, || SeckillError::SoldOut);
             return;
         }
         // A lock lost while the statements run drops, and so rolls back,
@@ -186,9 +239,9 @@ async fn commit_group(committer: &GroupCommitter, gate: &Gate, voucher_id: u64, 
                     let answer = if winners.contains(&i) {
                         Ok(())
                     } else if let Some(&held) = duplicates.get(&i) {
-                        Err(ApiError::DuplicateOrder(held))
+                        Err(SeckillError::DuplicateOrder(held))
                     } else {
-                        Err(ApiError::SoldOut)
+                        Err(SeckillError::SoldOut)
                     };
                     let _ = member.reply.send(answer);
                 }
@@ -212,32 +265,32 @@ async fn commit_group(committer: &GroupCommitter, gate: &Gate, voucher_id: u64, 
                     committer.stats.groups.fetch_add(1, Relaxed);
                     committer.stats.committed.fetch_add(order_ids.len() as u64, Relaxed);
                 }
-                let unavailable = matches!(settled, Err(ApiError::Unavailable(_)));
+                let unavailable = matches!(settled, Err(SeckillError::Unavailable(_)));
                 for member in group_taken {
                     let answer = if settled.is_ok() && order_ids.contains(&member.order_id) {
                         Ok(())
                     } else if settled.is_ok() {
                         // Not in the committed orders: a duplicate or sold
                         // out, which a retry of the request tells.
-                        Err(ApiError::Unavailable(anyhow::anyhow!("the group's answer was lost")))
+                        Err(SeckillError::unavailable("the group's answer was lost"))
                     } else if unavailable {
-                        Err(ApiError::Unavailable(anyhow::anyhow!("the group's commit failed or is unknown")))
+                        Err(SeckillError::unavailable("the group's commit failed or is unknown"))
                     } else {
-                        Err(ApiError::internal(anyhow::anyhow!("the group's commit failed")))
+                        Err(SeckillError::internal(anyhow::anyhow!("the group's commit failed")))
                     };
                     let _ = member.reply.send(answer);
                 }
                 return;
             }
             Err(GroupError::Other(err)) => {
-                let err = ApiError::from(err);
-                let unavailable = matches!(err, ApiError::Unavailable(_));
+                let err = SeckillError::from(err);
+                let unavailable = matches!(err, SeckillError::Unavailable(_));
                 tracing::warn!(voucher_id, error = %err, "group commit failed");
                 answer_all(group_taken, || {
                     if unavailable {
-                        ApiError::Unavailable(anyhow::anyhow!("the group's transaction failed"))
+                        SeckillError::unavailable("the group's transaction failed")
                     } else {
-                        ApiError::internal(anyhow::anyhow!("the group's transaction failed"))
+                        SeckillError::internal(anyhow::anyhow!("the group's transaction failed"))
                     }
                 });
                 return;
@@ -246,7 +299,7 @@ async fn commit_group(committer: &GroupCommitter, gate: &Gate, voucher_id: u64, 
     }
 }
 
-fn answer_all(group: Vec<Member>, err: impl Fn() -> ApiError) {
+fn answer_all(group: Vec<Member>, err: impl Fn() -> SeckillError) {
     for member in group {
         let _ = member.reply.send(Err(err()));
     }
@@ -312,18 +365,9 @@ impl From<sqlx::Error> for GroupError {
 async fn prepare_group(db: &MySqlPool, voucher_id: u64, group: &[Member]) -> Result<Prepared, GroupError> {
     let mut tx = db.begin().await?;
     // The row lock first: every check below holds until the commit.
-    let stock: i32 = sqlx::query_scalar("SELECT stock FROM tb_seckill_voucher WHERE voucher_id = ? FOR UPDATE")
-        .bind(voucher_id)
-        .fetch_one(&mut *tx)
-        .await?;
-    let mut holders: QueryBuilder<MySql> =
-        QueryBuilder::new("SELECT user_id, id FROM tb_voucher_order WHERE voucher_id = ");
-    holders.push_bind(voucher_id).push(" AND user_id IN ");
-    holders.push_tuples(group, |mut row, m| {
-        row.push_bind(m.user_id);
-    });
-    let holding: HashMap<u64, i64> =
-        holders.build_query_as::<(u64, i64)>().fetch_all(&mut *tx).await?.into_iter().collect();
+    let stock = store::lock_stock(&mut *tx, voucher_id).await?.ok_or(sqlx::Error::RowNotFound)?;
+    let users: Vec<u64> = group.iter().map(|m| m.user_id).collect();
+    let holding = store::held_orders(&mut *tx, voucher_id, &users).await?;
 
     // In arrival order; a user twice in one group (impossible under the
     // per-user lock) would be a duplicate the second time.
@@ -341,24 +385,16 @@ async fn prepare_group(db: &MySqlPool, voucher_id: u64, group: &[Member]) -> Res
     let take = candidates.len().min(usize::try_from(stock.max(0)).unwrap_or(0));
     let winners: Vec<usize> = candidates[..take].to_vec();
     if !winners.is_empty() {
-        let taken = sqlx::query("UPDATE tb_seckill_voucher SET stock = stock - ? WHERE voucher_id = ? AND stock >= ?")
-            .bind(take as i64)
-            .bind(voucher_id)
-            .bind(take as i64)
-            .execute(&mut *tx)
-            .await?
-            .rows_affected();
-        if taken != 1 {
+        if !store::take_stock(&mut *tx, voucher_id, take as u64).await? {
             return Err(GroupError::Other(sqlx::Error::Protocol(format!(
                 "the locked stock row refused {take} of its {stock} units"
             ))));
         }
-        let mut insert: QueryBuilder<MySql> =
-            QueryBuilder::new("INSERT INTO tb_voucher_order (id, user_id, voucher_id) ");
-        insert.push_values(&winners, |mut row, &i| {
-            row.push_bind(group[i].order_id).push_bind(group[i].user_id).push_bind(voucher_id);
-        });
-        if let Err(err) = insert.build().execute(&mut *tx).await {
+        let orders: Vec<NewOrder> = winners
+            .iter()
+            .map(|&i| NewOrder { id: group[i].order_id, user_id: group[i].user_id, create_time: None })
+            .collect();
+        if let Err(err) = store::insert_orders(&mut *tx, voucher_id, &orders).await {
             return Err(match err {
                 sqlx::Error::Database(_) => GroupError::Refused(err),
                 other => GroupError::Other(other),
@@ -369,22 +405,7 @@ async fn prepare_group(db: &MySqlPool, voucher_id: u64, group: &[Member]) -> Res
 }
 
 /// The design card's transaction for one member of a refused group.
-async fn one_by_one(db: &MySqlPool, gate: &Gate, voucher_id: u64, member: &Member) -> ApiResult<()> {
-    let reservation = sync_order::reserve(db, member.user_id, voucher_id, member.order_id).await;
-    let tx = match with_held_order(db, member.user_id, voucher_id, reservation).await? {
-        Reservation::Made(tx) => tx,
-        Reservation::AlreadyOrdered(held) => return Err(ApiError::DuplicateOrder(Some(held))),
-        Reservation::SoldOut => {
-            gate.mark_sold_out();
-            return Err(ApiError::SoldOut);
-        }
-    };
-    if member.lost.is_cancelled() {
-        drop(tx);
-        return Err(sync_order::lock_lost());
-    }
-    match tx.commit().await {
-        Ok(()) => Ok(()),
-        Err(err) => settle_lost_commit(db, &[member.order_id], err).await,
-    }
+async fn one_by_one(db: &MySqlPool, gate: &Gate, voucher_id: u64, member: &Member) -> SeckillResult<()> {
+    let reservation = reserve(db, member.user_id, voucher_id, member.order_id).await;
+    commit_reservation(db, gate, member.order_id, &member.lost, reservation).await
 }

@@ -1,0 +1,62 @@
+//! Connections to MariaDB and Redis, as every binary makes them. A leaf
+//! module: start-up, the seckill's consumer and the tools share it.
+
+use std::time::Duration;
+
+use anyhow::Context;
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use sqlx::{
+    ConnectOptions, Connection, MySqlPool,
+    mysql::{MySqlConnectOptions, MySqlConnection, MySqlPoolOptions},
+};
+
+/// Connects, first creating the database named in the URL when it does not
+/// exist (a fresh MariaDB has none).
+pub async fn connect_database(url: &str, max_connections: u32) -> anyhow::Result<MySqlPool> {
+    let options: MySqlConnectOptions = url.parse().context("parsing DATABASE_URL")?;
+    let database = options.get_database().context("DATABASE_URL names no database")?.to_owned();
+    ensure_database(&options, &database).await?;
+    MySqlPoolOptions::new()
+        .max_connections(max_connections)
+        .acquire_timeout(Duration::from_secs(5))
+        .connect_with(options.log_statements(tracing::log::LevelFilter::Trace))
+        .await
+        .with_context(|| format!("connecting to MariaDB database {database}"))
+}
+
+async fn ensure_database(options: &MySqlConnectOptions, database: &str) -> anyhow::Result<()> {
+    // Identifiers cannot be bound; this name comes from our own settings and
+    // is restricted to characters that need no escaping inside backticks.
+    anyhow::ensure!(
+        !database.is_empty()
+            && database.len() <= 64
+            && database.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_'),
+        "database name {database:?} must be 1-64 characters of [A-Za-z0-9_]"
+    );
+    let mut conn = MySqlConnection::connect_with(&options.clone().database("information_schema"))
+        .await
+        .context("connecting to MariaDB")?;
+    sqlx::raw_sql(&format!(
+        "CREATE DATABASE IF NOT EXISTS `{database}` CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci"
+    ))
+    .execute(&mut conn)
+    .await
+    .with_context(|| format!("creating database {database}"))?;
+    conn.close().await.ok();
+    Ok(())
+}
+
+/// A reconnecting connection. Commands time out instead of hanging, so a
+/// dead Redis becomes a quick 503 rather than a stuck request.
+pub async fn connect_redis(url: &str) -> anyhow::Result<ConnectionManager> {
+    connect_redis_with(url, Duration::from_secs(2)).await
+}
+
+pub(crate) async fn connect_redis_with(url: &str, response_timeout: Duration) -> anyhow::Result<ConnectionManager> {
+    let client = redis::Client::open(url).context("parsing REDIS_URL")?;
+    let config = ConnectionManagerConfig::new()
+        .set_connection_timeout(Some(Duration::from_secs(2)))
+        .set_response_timeout(Some(response_timeout))
+        .set_number_of_retries(2);
+    ConnectionManager::new_with_config(client, config).await.context("connecting to Redis")
+}

@@ -1,0 +1,48 @@
+//! How a failure of MariaDB or Redis is told apart: "could not be reached"
+//! (answered 503, retried) or "refused the command" (a bug or a constraint).
+//! A leaf module, so every feature and the HTTP plumbing classify alike
+//! without importing each other.
+
+/// Redis could not be reached or did not answer in time, as opposed to a
+/// command that Redis refused.
+pub fn redis_unreachable(err: &redis::RedisError) -> bool {
+    err.is_io_error() || err.is_connection_dropped() || err.is_timeout() || err.is_connection_refusal()
+}
+
+/// MariaDB could not be reached, as opposed to a statement it refused.
+pub fn db_unreachable(err: &sqlx::Error) -> bool {
+    matches!(err, sqlx::Error::Io(_) | sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed | sqlx::Error::Tls(_))
+}
+
+/// Every dependency error that reaches an answer is counted, by kind.
+pub(crate) fn count_error(dependency: &'static str, unavailable: bool) {
+    let kind = if unavailable { "unavailable" } else { "error" };
+    metrics::counter!("hmdp_dependency_errors_total", "dependency" => dependency, "kind" => kind).increment(1);
+}
+
+/// The unique index a statement ran into, by name. MariaDB reports it only
+/// in the message (`Duplicate entry '1-2' for key 'uk_user_voucher'`;
+/// MySQL 8 writes `'tb_voucher_order.uk_user_voucher'`), with error 1062.
+pub fn unique_violation(err: &sqlx::Error) -> Option<String> {
+    let db = err.as_database_error()?;
+    if db.code().as_deref() != Some("23000") || !db.message().starts_with("Duplicate entry") {
+        return None;
+    }
+    let (_, tail) = db.message().rsplit_once(" for key '")?;
+    let key = tail.strip_suffix('\'')?;
+    Some(key.rsplit('.').next().unwrap_or(key).to_owned())
+}
+
+/// Maps a violation of the unique index `index` to `to`, where the statement
+/// that can run into it is made (realworld-axum-sqlx's `on_constraint`):
+/// the index is named by the code that knows what it means, in that code's
+/// own error type.
+pub trait OnUnique<T> {
+    fn on_unique<E: From<sqlx::Error>>(self, index: &str, to: impl FnOnce() -> E) -> Result<T, E>;
+}
+
+impl<T> OnUnique<T> for Result<T, sqlx::Error> {
+    fn on_unique<E: From<sqlx::Error>>(self, index: &str, to: impl FnOnce() -> E) -> Result<T, E> {
+        self.map_err(|err| if unique_violation(&err).as_deref() == Some(index) { to() } else { err.into() })
+    }
+}

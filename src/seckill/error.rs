@@ -1,0 +1,84 @@
+//! What can go wrong with an order, in the seckill's own words. The
+//! handlers turn it into the contract's envelope (`routes.rs`); the domain
+//! never speaks HTTP.
+
+use crate::{
+    dependency::{count_error, db_unreachable, redis_unreachable},
+    ids::IdError,
+    lock::LockError,
+};
+
+#[derive(Debug, thiserror::Error)]
+pub enum SeckillError {
+    #[error("no such seckill voucher")]
+    NoSuchVoucher,
+    #[error("the sale has not started")]
+    NotStarted,
+    #[error("the sale has ended")]
+    Ended,
+    #[error("sold out")]
+    SoldOut,
+    /// With the id of the order the user holds, when it is known.
+    #[error("you already hold an order for this voucher")]
+    DuplicateOrder(Option<i64>),
+    /// The user's lock is held by another of their orders.
+    #[error("another order of yours is in progress")]
+    InProgress,
+    /// MariaDB or Redis cannot be reached, the voucher's queue is full, or
+    /// the order ran out of time before its commit: nothing was committed
+    /// unless the cause says the outcome is unknown.
+    #[error("service unavailable: {0:#}")]
+    Unavailable(anyhow::Error),
+    #[error("internal error: {0:#}")]
+    Internal(anyhow::Error),
+}
+
+pub type SeckillResult<T> = Result<T, SeckillError>;
+
+impl SeckillError {
+    pub(crate) fn unavailable(why: &'static str) -> Self {
+        Self::Unavailable(anyhow::anyhow!(why))
+    }
+
+    pub(crate) fn internal(err: impl Into<anyhow::Error>) -> Self {
+        Self::Internal(err.into())
+    }
+
+    fn dependency(unavailable: bool, err: impl Into<anyhow::Error>) -> Self {
+        if unavailable { Self::Unavailable(err.into()) } else { Self::Internal(err.into()) }
+    }
+
+    /// The order stopped before its commit: its lock was lost or its
+    /// deadline passed. Nothing was committed.
+    pub(crate) fn lock_lost() -> Self {
+        Self::unavailable("the order lost its lock or ran out of time before the commit; nothing was committed")
+    }
+}
+
+impl From<sqlx::Error> for SeckillError {
+    fn from(err: sqlx::Error) -> Self {
+        let unavailable = db_unreachable(&err);
+        count_error("database", unavailable);
+        Self::dependency(unavailable, err)
+    }
+}
+
+impl From<redis::RedisError> for SeckillError {
+    fn from(err: redis::RedisError) -> Self {
+        let unavailable = redis_unreachable(&err);
+        count_error("redis", unavailable);
+        Self::dependency(unavailable, err)
+    }
+}
+
+impl From<IdError> for SeckillError {
+    fn from(err: IdError) -> Self {
+        Self::dependency(err.is_unavailable(), err)
+    }
+}
+
+impl From<LockError> for SeckillError {
+    fn from(err: LockError) -> Self {
+        Self::dependency(err.is_unavailable(), err)
+    }
+}

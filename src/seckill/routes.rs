@@ -1,0 +1,125 @@
+//! The order routes. The only place where the seckill meets HTTP: a
+//! `SeckillError` becomes the contract's envelope here.
+
+use axum::{
+    Router,
+    extract::{FromRef, State},
+    routing::{get, post},
+};
+use serde::Deserialize;
+
+use super::{OrderView, Seckill, SeckillError};
+use crate::{
+    auth::CurrentUser,
+    http::{
+        ApiError, ApiResult, Reply,
+        envelope::{Failure, Success},
+        extract::{Path, Query},
+        failures::{BadPath, Unauthorized, Unavailable},
+    },
+    ratelimit::LocalUserLimiter,
+};
+
+impl From<SeckillError> for ApiError {
+    fn from(err: SeckillError) -> Self {
+        match err {
+            SeckillError::NoSuchVoucher => Self::NotFound("no such seckill voucher"),
+            SeckillError::NotStarted => Self::NotStarted,
+            SeckillError::Ended => Self::Ended,
+            SeckillError::SoldOut => Self::SoldOut,
+            SeckillError::DuplicateOrder(held) => Self::DuplicateOrder(held),
+            SeckillError::InProgress => Self::TooManyRequests("another order of yours is in progress"),
+            SeckillError::Unavailable(cause) => Self::Unavailable(cause),
+            SeckillError::Internal(cause) => Self::Internal(cause),
+        }
+    }
+}
+
+/// Routes for logged-in users; the caller adds the login layer.
+pub fn routes<S>() -> Router<S>
+where
+    S: Clone + Send + Sync + 'static,
+    Seckill: FromRef<S>,
+    LocalUserLimiter: FromRef<S>,
+{
+    Router::new()
+        .route("/voucher-order/seckill/{voucher_id}", post(place_order))
+        .route("/voucher-order/mine", get(my_orders))
+        .route("/voucher-order/{order_id}", get(show_order))
+}
+
+#[utoipa::path(post, path = "/voucher-order/seckill/{voucher_id}", tag = "order", security(("token" = [])),
+    params(("voucher_id" = u64, Path, description = "the seckill voucher")),
+    responses(
+        (status = 200, description = "the order id, a string (it does not fit a JavaScript number)", body = Success<String>),
+        BadPath, Unauthorized,
+        (status = 404, description = "NOT_FOUND: no such seckill voucher", body = Failure),
+        (status = 409, description = "SOLD_OUT; DUPLICATE_ORDER (data: the order the user holds); NOT_STARTED; ENDED", body = Failure),
+        (status = 429, description = "TOO_MANY_REQUESTS: too many orders from this user, or another of the user's orders is in progress", body = Failure),
+        Unavailable,
+    ))]
+pub async fn place_order(
+    State(seckill): State<Seckill>,
+    State(order_limit): State<LocalUserLimiter>,
+    user: CurrentUser,
+    Path(voucher_id): Path<u64>,
+) -> ApiResult<Reply<String>> {
+    let placed = match order_limit.hit(user.id, "too many orders; slow down") {
+        Ok(()) => seckill.place(user.id, voucher_id).await.map_err(ApiError::from),
+        Err(refused) => Err(refused),
+    };
+    let outcome = placed.as_ref().map_or_else(ApiError::code, |_| "SUCCESS");
+    metrics::counter!("hmdp_seckill_orders_total", "mode" => seckill.mode(), "outcome" => outcome).increment(1);
+    Ok(Reply::data(placed?.to_string()))
+}
+
+/// The order, for its owner only: anyone else gets the same 404 as for an
+/// order that does not exist.
+#[utoipa::path(get, path = "/voucher-order/{order_id}", tag = "order", security(("token" = [])),
+    params(("order_id" = String, Path, description = "the order id as returned by the order route")),
+    responses(
+        (status = 200, description = "the order, with its state", body = Success<OrderView>),
+        BadPath, Unauthorized,
+        (status = 404, description = "NOT_FOUND: no such order of this user", body = Failure),
+        Unavailable,
+    ))]
+pub async fn show_order(
+    State(seckill): State<Seckill>,
+    user: CurrentUser,
+    Path(order_id): Path<i64>,
+) -> ApiResult<Reply<OrderView>> {
+    let order = seckill.find_order(order_id, user.id).await?.ok_or(ApiError::NotFound("no such order"))?;
+    Ok(Reply::data(order))
+}
+
+const MAX_PAGE_SIZE: u32 = 100;
+
+#[derive(Deserialize, utoipa::IntoParams)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct PageQuery {
+    page: Option<u32>,
+    page_size: Option<u32>,
+}
+
+/// The user's orders with their rows, newest first, a page at a time
+/// (`page` from 1, `pageSize` up to 100, default 10); `total` counts all.
+#[utoipa::path(get, path = "/voucher-order/mine", tag = "order", security(("token" = [])), params(PageQuery),
+    responses(
+        (status = 200, description = "one page of the user's orders, newest first; `total` counts them all", body = Success<Vec<OrderView>>),
+        (status = 400, description = "VALIDATION: page below 1 or pageSize outside 1 to 100", body = Failure),
+        Unauthorized, Unavailable,
+    ))]
+pub async fn my_orders(
+    State(seckill): State<Seckill>,
+    user: CurrentUser,
+    Query(query): Query<PageQuery>,
+) -> ApiResult<Reply<Vec<OrderView>>> {
+    let page = query.page.unwrap_or(1);
+    let size = query.page_size.unwrap_or(10);
+    if page == 0 || !(1..=MAX_PAGE_SIZE).contains(&size) {
+        return Err(ApiError::validation(format!("page starts at 1 and pageSize is 1 to {MAX_PAGE_SIZE}")));
+    }
+    let (orders, total) = seckill.orders_of(user.id, page, size).await?;
+    Ok(Reply::page(orders, total))
+}

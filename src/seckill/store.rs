@@ -1,0 +1,194 @@
+//! Every statement on `tb_seckill_voucher` and `tb_voucher_order`, once.
+//! The order paths (the card's transaction, group commit, the asynchronous
+//! consumer and its recovery, the order views, reconciliation) differ in
+//! how they combine these statements, never in the statements themselves,
+//! so a change to the tables is a change here.
+//!
+//! Functions take any executor: a pool for a lone read, `&mut *tx` inside
+//! a transaction.
+
+use std::collections::{HashMap, HashSet};
+
+use chrono::NaiveDateTime;
+use sqlx::{MySql, MySqlExecutor, QueryBuilder};
+
+use super::order::OrderView;
+
+/// The unique index that makes "one order per user" the database's
+/// decision, not only the lock's.
+pub const UNIQUE_ORDER_INDEX: &str = "uk_user_voucher";
+
+/// The columns of `OrderView`, as a literal for `concat!`: the SQL stays a
+/// compile-time string.
+macro_rules! order_columns {
+    () => {
+        "id, user_id, voucher_id, pay_type, status, create_time, pay_time, use_time, refund_time, update_time"
+    };
+}
+
+/// A seckill voucher's row: the stock MariaDB has and the sale window (UTC).
+#[derive(Debug, Clone, Copy, sqlx::FromRow)]
+pub struct SaleRow {
+    pub stock: i32,
+    pub begin_time: NaiveDateTime,
+    pub end_time: NaiveDateTime,
+}
+
+/// An order row to insert. Without `create_time` the column's default
+/// (MariaDB's clock) stamps it; the asynchronous consumer passes the time
+/// the order was accepted in Redis.
+pub struct NewOrder {
+    pub id: i64,
+    pub user_id: u64,
+    pub create_time: Option<NaiveDateTime>,
+}
+
+pub async fn insert_sale<'e>(
+    db: impl MySqlExecutor<'e>,
+    voucher_id: u64,
+    stock: i64,
+    begin: NaiveDateTime,
+    end: NaiveDateTime,
+) -> sqlx::Result<()> {
+    sqlx::query("INSERT INTO tb_seckill_voucher (voucher_id, stock, begin_time, end_time) VALUES (?, ?, ?, ?)")
+        .bind(voucher_id)
+        .bind(stock)
+        .bind(begin)
+        .bind(end)
+        .execute(db)
+        .await?;
+    Ok(())
+}
+
+/// The voucher's sale row, or `None` for a voucher that is not a seckill one.
+pub async fn sale<'e>(db: impl MySqlExecutor<'e>, voucher_id: u64) -> sqlx::Result<Option<SaleRow>> {
+    sqlx::query_as("SELECT stock, begin_time, end_time FROM tb_seckill_voucher WHERE voucher_id = ?")
+        .bind(voucher_id)
+        .fetch_optional(db)
+        .await
+}
+
+/// Takes the voucher's row lock and reads its stock: every check made
+/// after it in the same transaction holds until the commit. `None` for a
+/// voucher that is not a seckill one.
+pub async fn lock_stock<'e>(db: impl MySqlExecutor<'e>, voucher_id: u64) -> sqlx::Result<Option<i32>> {
+    sqlx::query_scalar("SELECT stock FROM tb_seckill_voucher WHERE voucher_id = ? FOR UPDATE")
+        .bind(voucher_id)
+        .fetch_optional(db)
+        .await
+}
+
+/// The design card's guarded update, for `units` at once: `false` when the
+/// row has fewer than `units` left, and then nothing changed.
+pub async fn take_stock<'e>(db: impl MySqlExecutor<'e>, voucher_id: u64, units: u64) -> sqlx::Result<bool> {
+    let taken = sqlx::query("UPDATE tb_seckill_voucher SET stock = stock - ? WHERE voucher_id = ? AND stock >= ?")
+        .bind(units)
+        .bind(voucher_id)
+        .bind(units)
+        .execute(db)
+        .await?
+        .rows_affected();
+    Ok(taken == 1)
+}
+
+/// One multi-row insert. A user who already holds an order for the voucher
+/// runs into `UNIQUE_ORDER_INDEX`: the database has the last word.
+pub async fn insert_orders<'e>(db: impl MySqlExecutor<'e>, voucher_id: u64, orders: &[NewOrder]) -> sqlx::Result<u64> {
+    if orders.is_empty() {
+        return Ok(0);
+    }
+    let mut insert: QueryBuilder<MySql> =
+        QueryBuilder::new("INSERT INTO tb_voucher_order (id, user_id, voucher_id, create_time) ");
+    insert.push_values(orders, |mut row, order| {
+        row.push_bind(order.id).push_bind(order.user_id).push_bind(voucher_id);
+        match order.create_time {
+            Some(at) => row.push_bind(at),
+            None => row.push("DEFAULT"),
+        };
+    });
+    Ok(insert.build().execute(db).await?.rows_affected())
+}
+
+/// The orders these users hold for the voucher: user id -> order id.
+pub async fn held_orders<'e>(
+    db: impl MySqlExecutor<'e>,
+    voucher_id: u64,
+    user_ids: &[u64],
+) -> sqlx::Result<HashMap<u64, i64>> {
+    if user_ids.is_empty() {
+        return Ok(HashMap::new());
+    }
+    let mut holders: QueryBuilder<MySql> =
+        QueryBuilder::new("SELECT user_id, id FROM tb_voucher_order WHERE voucher_id = ");
+    holders.push_bind(voucher_id).push(" AND user_id IN ");
+    holders.push_tuples(user_ids, |mut row, user_id| {
+        row.push_bind(*user_id);
+    });
+    Ok(holders.build_query_as::<(u64, i64)>().fetch_all(db).await?.into_iter().collect())
+}
+
+/// The id of the order the user holds for the voucher, if it has its row.
+pub async fn held_order<'e>(db: impl MySqlExecutor<'e>, user_id: u64, voucher_id: u64) -> sqlx::Result<Option<i64>> {
+    Ok(held_orders(db, voucher_id, &[user_id]).await?.remove(&user_id))
+}
+
+/// Which of these order ids have their row.
+pub async fn existing_orders<'e>(db: impl MySqlExecutor<'e>, order_ids: &[i64]) -> sqlx::Result<HashSet<i64>> {
+    if order_ids.is_empty() {
+        return Ok(HashSet::new());
+    }
+    let mut query: QueryBuilder<MySql> = QueryBuilder::new("SELECT id FROM tb_voucher_order WHERE id IN ");
+    query.push_tuples(order_ids, |mut row, id| {
+        row.push_bind(*id);
+    });
+    Ok(query.build_query_scalar::<i64>().fetch_all(db).await?.into_iter().collect())
+}
+
+/// Every order of the voucher: (order id, user id).
+pub async fn orders_of_voucher<'e>(db: impl MySqlExecutor<'e>, voucher_id: u64) -> sqlx::Result<Vec<(i64, u64)>> {
+    sqlx::query_as("SELECT id, user_id FROM tb_voucher_order WHERE voucher_id = ?").bind(voucher_id).fetch_all(db).await
+}
+
+/// The order if it exists and belongs to `user_id`.
+pub async fn owned_order<'e>(
+    db: impl MySqlExecutor<'e>,
+    order_id: i64,
+    user_id: u64,
+) -> sqlx::Result<Option<OrderView>> {
+    sqlx::query_as::<_, OrderView>(concat!(
+        "SELECT ",
+        order_columns!(),
+        " FROM tb_voucher_order WHERE id = ? AND user_id = ?"
+    ))
+    .bind(order_id)
+    .bind(user_id)
+    .fetch_optional(db)
+    .await
+}
+
+/// One page of the user's orders, newest first (ids grow with time).
+pub async fn owned_orders<'e>(
+    db: impl MySqlExecutor<'e>,
+    user_id: u64,
+    limit: u32,
+    offset: u64,
+) -> sqlx::Result<Vec<OrderView>> {
+    sqlx::query_as::<_, OrderView>(concat!(
+        "SELECT ",
+        order_columns!(),
+        " FROM tb_voucher_order WHERE user_id = ? ORDER BY id DESC LIMIT ? OFFSET ?"
+    ))
+    .bind(user_id)
+    .bind(limit)
+    .bind(offset)
+    .fetch_all(db)
+    .await
+}
+
+pub async fn count_owned<'e>(db: impl MySqlExecutor<'e>, user_id: u64) -> sqlx::Result<u64> {
+    let total: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM tb_voucher_order WHERE user_id = ?")
+        .bind(user_id)
+        .fetch_one(db)
+        .await?;
+    Ok(total.max(0) as u64)
+}

@@ -1,0 +1,124 @@
+//! The design card's transaction for one order, shared by the one-order
+//! path and group commit's retry of a refused group: the held-order check,
+//! the guarded stock update and the insert, committed only while the
+//! user's lock is held, and a commit whose answer was lost looked up
+//! before anyone is told anything.
+
+use std::time::Duration;
+
+use sqlx::{MySql, MySqlPool, Transaction};
+use tokio_util::sync::CancellationToken;
+
+use crate::{
+    dependency::OnUnique,
+    seckill::{
+        SeckillError, SeckillResult,
+        admission::Gate,
+        store::{self, NewOrder, UNIQUE_ORDER_INDEX},
+    },
+};
+
+/// Commits a reservation made under the user's lock, unless the lock went
+/// meanwhile; the answer for a duplicate or a sold-out voucher.
+pub(super) async fn commit_reservation(
+    db: &MySqlPool,
+    gate: &Gate,
+    order_id: i64,
+    lost: &CancellationToken,
+    reservation: SeckillResult<Reservation>,
+) -> SeckillResult<()> {
+    let tx = match reservation? {
+        Reservation::Made(tx) => tx,
+        Reservation::AlreadyOrdered(held) => return Err(SeckillError::DuplicateOrder(held)),
+        Reservation::SoldOut => {
+            gate.mark_sold_out();
+            return Err(SeckillError::SoldOut);
+        }
+    };
+    if lost.is_cancelled() {
+        drop(tx);
+        return Err(SeckillError::lock_lost());
+    }
+    match tx.commit().await {
+        Ok(()) => Ok(()),
+        Err(err) => settle_lost_commit(db, &[order_id], err).await,
+    }
+}
+
+/// A `COMMIT` failed, perhaps after MariaDB applied it (the connection died
+/// on the way back): the orders are looked up before anyone is told
+/// anything. `Ok` when they were committed after all.
+pub(super) async fn settle_lost_commit(db: &MySqlPool, order_ids: &[i64], err: sqlx::Error) -> SeckillResult<()> {
+    tracing::warn!(?order_ids, error = %err, "a commit failed; looking its orders up before answering");
+    match confirm_committed(db, order_ids).await {
+        Some(found) if order_ids.iter().all(|id| found.contains(id)) => {
+            tracing::info!(?order_ids, "the commit had happened; answered as placed");
+            Ok(())
+        }
+        Some(_) => Err(err.into()),
+        None => Err(SeckillError::Unavailable(anyhow::anyhow!("the commit's outcome is unknown: {err}"))),
+    }
+}
+
+/// How many times, and how far apart, a commit whose answer was lost is
+/// looked up: a connection that died at the commit often means a database
+/// that is restarting.
+const CONFIRM_TRIES: u32 = 5;
+const CONFIRM_PAUSE: Duration = Duration::from_millis(200);
+
+/// After a `COMMIT` whose answer was lost (the connection died on it), which
+/// of these orders MariaDB has: the commit may have happened, and a user
+/// must never be told "failed" about an order that exists. `None` while
+/// MariaDB cannot be asked.
+async fn confirm_committed(db: &MySqlPool, order_ids: &[i64]) -> Option<std::collections::HashSet<i64>> {
+    for attempt in 1..=CONFIRM_TRIES {
+        match store::existing_orders(db, order_ids).await {
+            Ok(found) => return Some(found),
+            Err(err) => tracing::warn!(attempt, error = %err, "looking up orders after a lost commit answer failed"),
+        }
+        tokio::time::sleep(CONFIRM_PAUSE).await;
+    }
+    None
+}
+
+/// What the order's statements found. `SoldOut` means MariaDB reported a
+/// committed stock of 0 (the conditional UPDATE matched nothing).
+pub(super) enum Reservation {
+    /// Stock taken and the row inserted, in this open transaction: the
+    /// caller commits only if it still holds the user's lock.
+    Made(Transaction<'static, MySql>),
+    /// The id of the order the user holds, when it is known.
+    AlreadyOrdered(Option<i64>),
+    SoldOut,
+}
+
+/// The design card's transaction, up to its commit.
+pub(super) async fn reserve(
+    db: &MySqlPool,
+    user_id: u64,
+    voucher_id: u64,
+    order_id: i64,
+) -> SeckillResult<Reservation> {
+    let mut tx = db.begin().await?;
+    if let Some(held) = store::held_order(&mut *tx, user_id, voucher_id).await? {
+        return Ok(Reservation::AlreadyOrdered(Some(held)));
+    }
+    if !store::take_stock(&mut *tx, voucher_id, 1).await? {
+        return Ok(Reservation::SoldOut);
+    }
+    // Another instance's order that slipped past the lock runs into the
+    // unique index here: the database has the last word.
+    let inserted = store::insert_orders(&mut *tx, voucher_id, &[NewOrder { id: order_id, user_id, create_time: None }])
+        .await
+        .on_unique(UNIQUE_ORDER_INDEX, || SeckillError::DuplicateOrder(None));
+    match inserted {
+        Ok(_) => Ok(Reservation::Made(tx)),
+        // Found only by the index: the id of the order the user holds is
+        // looked up, so the answer can carry it.
+        Err(SeckillError::DuplicateOrder(None)) => {
+            drop(tx);
+            Ok(Reservation::AlreadyOrdered(store::held_order(db, user_id, voucher_id).await.ok().flatten()))
+        }
+        Err(err) => Err(err),
+    }
+}
