@@ -17,7 +17,6 @@ pub mod lab;
 pub mod lock;
 pub mod monitoring;
 pub mod openapi;
-pub mod ratelimit;
 pub mod seckill;
 pub mod startup;
 pub mod state;

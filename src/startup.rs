@@ -13,10 +13,10 @@ use crate::{
     app,
     auth::{Auth, CodeStore, LoginLimits, SessionStore, TokenKeys},
     config::Config,
+    http::ratelimit::{Limit, LocalUserLimiter, RateLimiter},
     ids::OrderIdGenerator,
     keys::Keys,
     lock::{LockConfig, LockService},
-    ratelimit::{Limit, LocalUserLimiter, RateLimiter},
     seckill::{self, Seckill},
     state::AppState,
 };

@@ -16,7 +16,7 @@ use sqlx::MySqlPool;
 use crate::{
     auth::Auth,
     config::Config,
-    ratelimit::{LocalUserLimiter, RateLimiter},
+    http::ratelimit::{LocalUserLimiter, RateLimiter},
     seckill::Seckill,
 };
 

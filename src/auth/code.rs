@@ -8,13 +8,32 @@ use redis::{AsyncCommands, Script, aio::ConnectionManager};
 
 use crate::{
     config::limits::{SMS_CODE_MAX_ATTEMPTS, SMS_CODE_TTL, SMS_RESEND_COOLDOWN},
-    http::{ApiError, ApiResult},
     keys::Keys,
 };
 
 pub const CODE_LEN: usize = 6;
 
 static CONSUME_CODE: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("../../lua/consume_code.lua")));
+
+/// Why a code was not sent or not accepted.
+#[derive(Debug, thiserror::Error)]
+pub enum CodeError {
+    #[error("a code was sent less than 60 s ago")]
+    TooSoon,
+    #[error("too many wrong codes; request a new one")]
+    TooManyTries,
+    #[error("wrong or expired code")]
+    Wrong,
+    #[error(transparent)]
+    Redis(#[from] redis::RedisError),
+}
+
+impl CodeError {
+    /// A wrong guess, which counts against the phone's daily failures.
+    pub fn is_wrong_code(&self) -> bool {
+        matches!(self, Self::TooManyTries | Self::Wrong)
+    }
+}
 
 /// Codes, their resend cooldown and their try counters, in Redis so that
 /// every instance sees the same ones. Built once at start-up.
@@ -34,7 +53,7 @@ impl CodeStore {
     /// Stores a fresh code and forgets the tries made against the previous
     /// one. The cooldown key is claimed first with SET NX, so two concurrent
     /// requests for one phone cannot both send.
-    pub async fn issue(&self, phone: &str) -> ApiResult<()> {
+    pub async fn issue(&self, phone: &str) -> Result<(), CodeError> {
         let mut redis = self.redis.clone();
         let claimed: bool = redis::cmd("SET")
             .arg(self.keys.login_code_cooldown(phone))
@@ -46,7 +65,7 @@ impl CodeStore {
             .await?
             .is_some();
         if !claimed {
-            return Err(ApiError::TooManyRequests("a code was sent less than 60 s ago"));
+            return Err(CodeError::TooSoon);
         }
         // ThreadRng is a CSPRNG (ChaCha, seeded from the OS).
         let code = format!("{:06}", rand::rng().random_range(0..1_000_000u32));
@@ -71,7 +90,7 @@ impl CodeStore {
     /// at most `SMS_CODE_MAX_ATTEMPTS` comparisons are ever made against one
     /// code, even when the tries arrive concurrently; past that the code is
     /// dropped.
-    pub async fn consume(&self, phone: &str, code: &str) -> ApiResult<()> {
+    pub async fn consume(&self, phone: &str, code: &str) -> Result<(), CodeError> {
         let mut redis = self.redis.clone();
         let attempts_key = self.keys.login_code_attempts(phone);
         let code_key = self.keys.login_code(phone);
@@ -83,7 +102,7 @@ impl CodeStore {
             .await?;
         if attempts > SMS_CODE_MAX_ATTEMPTS {
             redis.del::<_, ()>(&code_key).await?;
-            return Err(ApiError::Unauthorized("too many wrong codes; request a new one"));
+            return Err(CodeError::TooManyTries);
         }
         let accepted: i64 = CONSUME_CODE.key(&code_key).arg(code).invoke_async(&mut redis).await?;
         if accepted == 1 {
@@ -93,7 +112,7 @@ impl CodeStore {
             if attempts == SMS_CODE_MAX_ATTEMPTS {
                 redis.del::<_, ()>(&code_key).await?;
             }
-            Err(ApiError::Unauthorized("wrong or expired code"))
+            Err(CodeError::Wrong)
         }
     }
 }

@@ -17,7 +17,7 @@ use axum::{
 use serde::{Deserialize, Serialize};
 use sqlx::MySqlPool;
 
-pub use code::CodeStore;
+pub use code::{CodeError, CodeStore};
 pub use layers::{CurrentUser, refresh_session, require_login};
 pub use seed::{SeededUser, seed_users};
 pub use session::{SessionStore, UserProfile};
@@ -26,13 +26,13 @@ pub use users::find_or_create_by_phone;
 
 use crate::{
     config::Config,
+    http::ratelimit::{Limit, RateLimiter},
     http::{
         ApiError, ApiResult, Reply,
         envelope::{Done, Failure, Success},
         extract::{ClientAddr, Json, Query},
         failures::{RateLimited, Unauthorized, Unavailable},
     },
-    ratelimit::{Limit, RateLimiter},
 };
 
 const HOUR: std::time::Duration = std::time::Duration::from_secs(3600);
@@ -64,6 +64,17 @@ impl LoginLimits {
             codes_per_phone: Limit::per(config.sms_codes_per_phone_day, DAY),
             logins_per_addr: Limit::per(config.logins_per_addr_hour, HOUR),
             failures_per_phone: Limit::per(config.login_failures_per_phone_day, DAY),
+        }
+    }
+}
+
+impl From<CodeError> for ApiError {
+    fn from(err: CodeError) -> Self {
+        match err {
+            CodeError::TooSoon => Self::TooManyRequests("a code was sent less than 60 s ago"),
+            CodeError::TooManyTries => Self::Unauthorized("too many wrong codes; request a new one"),
+            CodeError::Wrong => Self::Unauthorized("wrong or expired code"),
+            CodeError::Redis(err) => err.into(),
         }
     }
 }
@@ -153,10 +164,10 @@ pub(crate) async fn login(
     }
     limiter.check("login:fail", phone, limits.failures_per_phone, "too many wrong codes for this phone today").await?;
     if let Err(err) = auth.codes.consume(phone, &form.code).await {
-        if matches!(err, ApiError::Unauthorized(_)) {
+        if err.is_wrong_code() {
             limiter.count("login:fail", phone, DAY).await?;
         }
-        return Err(err);
+        return Err(err.into());
     }
     let user = users::find_or_create_by_phone(&db, phone).await?;
     let session_id = auth.sessions.create(&user).await?;

@@ -7,6 +7,7 @@ pub mod error;
 pub mod extract;
 pub mod failures;
 pub mod health;
+pub mod ratelimit;
 pub mod time;
 
 mod course;

@@ -24,7 +24,10 @@ use chrono::NaiveDateTime;
 use sqlx::MySqlPool;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use super::{SeckillError, SeckillResult, store};
+use super::{
+    error::{SeckillError, SeckillResult},
+    store,
+};
 
 /// How long an id found missing is answered 404 without a look at MariaDB.
 const MISSING_MEMORY: Duration = Duration::from_secs(5);

@@ -10,220 +10,24 @@
 //!   consumer persists the queue in batches, recovery takes over idle
 //!   entries and dead letters, reconcile compares Redis with MariaDB;
 //! - `store`: every statement on the seckill and order tables;
-//! - `order`: the order as its owner sees it;
+//! - `model`: the order as its owner sees it; `order` finds it;
+//! - `service`: the `Seckill` service, built once in its mode;
 //! - `routes`: the HTTP handlers, where `SeckillError` becomes the envelope.
 
 mod admission;
 mod asynchronous;
 mod error;
+mod model;
 mod order;
 pub(crate) mod routes;
+mod service;
 mod store;
 mod sync;
 
-use std::{sync::Arc, time::Duration};
-
-use redis::aio::ConnectionManager;
-use sqlx::MySqlPool;
-use tokio_util::{sync::CancellationToken, task::TaskTracker};
-
 pub use asynchronous::{CONSUMER_GROUP, Reconciliation, reconcile};
 pub use error::{SeckillError, SeckillResult};
-pub use order::{OrderState, OrderView};
+pub use model::{OrderState, OrderView};
 pub use routes::routes;
-pub use store::{UNIQUE_ORDER_INDEX, insert_sale};
+pub use service::{Dependencies, Seckill};
+pub use store::{UNIQUE_ORDER_INDEX, insert_sale, shop_vouchers};
 pub use sync::GroupStats;
-
-use admission::VoucherGates;
-use asynchronous::{AsyncOrders, CONSUMER_BLOCK, Consumer};
-use sync::{GroupCommitter, SyncOrders};
-
-use crate::{
-    config::{Config, SeckillMode},
-    connect::connect_redis_with,
-    ids::OrderIdGenerator,
-    keys::Keys,
-    lock::LockService,
-};
-
-/// The seckill service: a sub-state handlers take with `State<Seckill>`.
-/// Cheap to clone; the mode is fixed when it is built.
-#[derive(Clone)]
-pub struct Seckill(Arc<Service>);
-
-struct Service {
-    mode: Mode,
-    db: MySqlPool,
-    redis: ConnectionManager,
-    keys: Keys,
-    locks: LockService,
-    /// Cancelled at shutdown; every background task of the service (the
-    /// consumer, the group-commit workers) watches it and is tracked here.
-    stop: CancellationToken,
-    tasks: TaskTracker,
-}
-
-enum Mode {
-    Sync(Arc<SyncOrders>),
-    Async { orders: Box<AsyncOrders>, consumer: Box<Consumer> },
-}
-
-/// What the seckill is built from besides the settings; shared with the
-/// rest of the app.
-pub struct Dependencies {
-    pub db: MySqlPool,
-    pub redis: ConnectionManager,
-    pub keys: Keys,
-    pub order_ids: OrderIdGenerator,
-    pub locks: LockService,
-}
-
-impl Seckill {
-    /// Builds the service in `config.seckill_mode`, the one place the mode
-    /// is chosen. The asynchronous mode's consumer gets a Redis connection
-    /// of its own; it starts with `start`.
-    pub async fn build(config: &Config, instance: &str, deps: Dependencies) -> anyhow::Result<Self> {
-        let Dependencies { db, redis, keys, order_ids, locks } = deps;
-        let (stop, tasks) = (CancellationToken::new(), TaskTracker::new());
-        let gates = VoucherGates::new(config.hot_row_permits, config.hot_row_queue_max);
-        let deadline = Duration::from_millis(config.request_deadline_ms);
-        let mode = match config.seckill_mode {
-            SeckillMode::Sync => Mode::Sync(Arc::new(SyncOrders {
-                group_commit: (config.order_batch_max > 1).then(|| {
-                    GroupCommitter::new(
-                        db.clone(),
-                        config.order_batch_max,
-                        Duration::from_millis(config.order_batch_wait_ms),
-                        Duration::from_millis(config.order_batch_worker_idle_ms),
-                        stop.clone(),
-                        tasks.clone(),
-                    )
-                }),
-                db: db.clone(),
-                gates,
-                locks: locks.clone(),
-                order_ids,
-                keys: keys.clone(),
-                deadline,
-            })),
-            SeckillMode::Async => {
-                // Blocking reads would hold up every command behind them on a
-                // shared connection; the response timeout outlasts the block.
-                let blocking = connect_redis_with(&config.redis_url, CONSUMER_BLOCK + Duration::from_secs(2)).await?;
-                let claim_idle = Duration::from_millis(config.async_claim_idle_ms);
-                let consumer = Consumer {
-                    db: db.clone(),
-                    blocking,
-                    redis: redis.clone(),
-                    keys: keys.clone(),
-                    name: instance.to_owned(),
-                    batch_max: config.async_batch_max,
-                    claim_idle,
-                    recovery: asynchronous::Recovery {
-                        db: db.clone(),
-                        redis: redis.clone(),
-                        name: instance.to_owned(),
-                        page: config.async_batch_max,
-                        claim_idle,
-                        max_deliveries: config.async_max_deliveries,
-                    },
-                };
-                let orders = AsyncOrders {
-                    db: db.clone(),
-                    redis: redis.clone(),
-                    keys: keys.clone(),
-                    order_ids,
-                    gates,
-                    deadline,
-                };
-                Mode::Async { orders: Box::new(orders), consumer: Box::new(consumer) }
-            }
-        };
-        Ok(Self(Arc::new(Service { mode, db, redis, keys, locks, stop, tasks })))
-    }
-
-    /// `sync` or `async`, for logs and metrics labels.
-    pub fn mode(&self) -> &'static str {
-        match self.0.mode {
-            Mode::Sync(_) => "sync",
-            Mode::Async { .. } => "async",
-        }
-    }
-
-    /// Starts the background work of the mode: the asynchronous consumer.
-    /// Group-commit workers start with their voucher's first order.
-    pub fn start(&self) {
-        if let Mode::Async { consumer, .. } = &self.0.mode {
-            self.0.tasks.spawn(Consumer::clone(consumer).run(self.0.stop.clone()));
-        }
-    }
-
-    /// Stops every background task and waits for it: the consumer finishes
-    /// its batch, group-commit workers answer what still waits.
-    pub async fn shutdown(&self) {
-        let groups = self.group_stats();
-        if groups.groups > 0 {
-            tracing::info!(?groups, mean = groups.committed as f64 / groups.groups as f64, "group commit totals");
-        }
-        self.0.stop.cancel();
-        self.0.tasks.close();
-        self.0.tasks.wait().await;
-    }
-
-    /// One order for a known user; returns its id. The strategy lab drives
-    /// the service through here.
-    pub async fn place(&self, user_id: u64, voucher_id: u64) -> SeckillResult<i64> {
-        match &self.0.mode {
-            Mode::Sync(orders) => orders.place(user_id, voucher_id).await,
-            Mode::Async { orders, .. } => orders.place(user_id, voucher_id).await,
-        }
-    }
-
-    /// A new seckill voucher is put on sale: in the asynchronous mode its
-    /// keys are loaded and the consumers start reading its stream.
-    pub async fn prepare_sale(&self, voucher_id: u64) -> SeckillResult<()> {
-        match &self.0.mode {
-            Mode::Sync(_) => Ok(()),
-            Mode::Async { orders, .. } => orders.load(voucher_id).await,
-        }
-    }
-
-    /// The order if it exists and belongs to `user_id`, in whichever state.
-    pub async fn find_order(&self, order_id: i64, user_id: u64) -> SeckillResult<Option<OrderView>> {
-        order::find_owned(&self.0.db, &mut self.0.redis.clone(), &self.0.keys, order_id, user_id).await
-    }
-
-    /// One page of the user's orders, newest first, and how many in all.
-    pub async fn orders_of(&self, user_id: u64, page: u32, per_page: u32) -> SeckillResult<(Vec<OrderView>, u64)> {
-        order::list_owned(&self.0.db, user_id, page, per_page).await
-    }
-
-    /// The per-user lock service of the synchronous mode.
-    pub fn locks(&self) -> &LockService {
-        &self.0.locks
-    }
-
-    pub fn group_stats(&self) -> GroupStats {
-        match &self.0.mode {
-            Mode::Sync(orders) => orders.group_stats(),
-            Mode::Async { .. } => GroupStats::default(),
-        }
-    }
-
-    /// Group-commit workers running now (0 in the asynchronous mode).
-    pub fn group_workers(&self) -> usize {
-        match &self.0.mode {
-            Mode::Sync(orders) => orders.workers(),
-            Mode::Async { .. } => 0,
-        }
-    }
-
-    /// Records the mode's own gauges for a scrape: the order streams' length,
-    /// pending entries and lag in the asynchronous mode.
-    pub async fn record_metrics(&self) -> redis::RedisResult<()> {
-        match &self.0.mode {
-            Mode::Sync(_) => Ok(()),
-            Mode::Async { .. } => asynchronous::record_stream_metrics(&mut self.0.redis.clone(), &self.0.keys).await,
-        }
-    }
-}

@@ -1,56 +1,17 @@
-//! The order as its owner sees it, in whichever state it is: `PENDING`
-//! (accepted in Redis, not yet in MariaDB), `CONFIRMED` (its row), `FAILED`
-//! (dead-lettered, stock given back). An id the service answered with is
-//! never a 404 for its owner.
+//! Finding a user's orders wherever they are: pending in Redis, in their
+//! row, or dead-lettered. An id the service answered with is never a 404
+//! for its owner.
 
-use chrono::{DateTime, NaiveDateTime};
+use chrono::DateTime;
 use redis::{AsyncCommands, aio::ConnectionManager};
-use serde::{Serialize, Serializer};
 use sqlx::MySqlPool;
 
-use super::{SeckillResult, store};
-use crate::{http::time, keys::Keys};
-
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, utoipa::ToSchema)]
-#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
-pub enum OrderState {
-    Pending,
-    #[default]
-    Confirmed,
-    Failed,
-}
-
-#[derive(Debug, Serialize, sqlx::FromRow, utoipa::ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct OrderView {
-    #[serde(serialize_with = "as_string")]
-    #[schema(value_type = String)]
-    pub id: i64,
-    pub user_id: u64,
-    pub voucher_id: u64,
-    /// A row is confirmed by being there.
-    #[sqlx(skip)]
-    pub state: OrderState,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub pay_type: Option<u8>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub status: Option<u8>,
-    #[serde(serialize_with = "time::serialize")]
-    #[schema(value_type = String, format = DateTime)]
-    pub create_time: NaiveDateTime,
-    #[serde(serialize_with = "time::serialize_opt", skip_serializing_if = "Option::is_none")]
-    #[schema(value_type = Option<String>, format = DateTime)]
-    pub pay_time: Option<NaiveDateTime>,
-    #[serde(serialize_with = "time::serialize_opt", skip_serializing_if = "Option::is_none")]
-    #[schema(value_type = Option<String>, format = DateTime)]
-    pub use_time: Option<NaiveDateTime>,
-    #[serde(serialize_with = "time::serialize_opt", skip_serializing_if = "Option::is_none")]
-    #[schema(value_type = Option<String>, format = DateTime)]
-    pub refund_time: Option<NaiveDateTime>,
-    #[serde(serialize_with = "time::serialize_opt", skip_serializing_if = "Option::is_none")]
-    #[schema(value_type = Option<String>, format = DateTime)]
-    pub update_time: Option<NaiveDateTime>,
-}
+use super::{
+    error::SeckillResult,
+    model::{OrderState, OrderView},
+    store,
+};
+use crate::keys::Keys;
 
 /// The order if it exists and belongs to `user_id`: the same `None` for
 /// both, so an id reveals nothing about other users' orders.
@@ -131,8 +92,4 @@ pub(super) async fn list_owned(
     let orders = store::owned_orders(db, user_id, per_page, offset).await?;
     let total = store::count_owned(db, user_id).await?;
     Ok((orders, total))
-}
-
-fn as_string<S: Serializer>(id: &i64, s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_str(&id.to_string())
 }

@@ -8,7 +8,7 @@ use axum::{
 };
 use serde::Deserialize;
 
-use super::{OrderView, Seckill, SeckillError};
+use super::{error::SeckillError, model::OrderView, service::Seckill};
 use crate::{
     auth::CurrentUser,
     http::{
@@ -16,8 +16,8 @@ use crate::{
         envelope::{Failure, Success},
         extract::{Path, Query},
         failures::{BadPath, Unauthorized, Unavailable},
+        ratelimit::LocalUserLimiter,
     },
-    ratelimit::LocalUserLimiter,
 };
 
 impl From<SeckillError> for ApiError {

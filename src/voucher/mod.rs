@@ -14,18 +14,24 @@ use axum::{
 use sqlx::MySqlPool;
 
 pub use admin::Admin;
-pub use model::{NewVoucher, VoucherForm, VoucherView};
+pub use model::{Invalid, NewVoucher, VoucherForm, VoucherView};
 
 use crate::{
     config::Config,
     http::{
-        ApiResult, Reply,
+        ApiError, ApiResult, Reply,
         envelope::{Failure, Success},
         extract::{Json, Path},
         failures::{BadPath, Forbidden, Unavailable},
     },
     seckill::{self, Seckill},
 };
+
+impl From<Invalid> for ApiError {
+    fn from(err: Invalid) -> Self {
+        Self::Validation(err.to_string())
+    }
+}
 
 pub fn routes<S>() -> Router<S>
 where
@@ -109,16 +115,6 @@ pub(crate) async fn list_for_shop(
     State(db): State<MySqlPool>,
     Path(shop_id): Path<u64>,
 ) -> ApiResult<Reply<Vec<VoucherView>>> {
-    let vouchers = sqlx::query_as::<_, VoucherView>(
-        "SELECT v.id, v.shop_id, v.title, v.sub_title, v.rules, v.pay_value, v.actual_value,
-                v.type, v.status, sv.stock, sv.begin_time, sv.end_time
-         FROM tb_voucher v
-         LEFT JOIN tb_seckill_voucher sv ON sv.voucher_id = v.id
-         WHERE v.shop_id = ? AND v.status = 1
-         ORDER BY v.id",
-    )
-    .bind(shop_id)
-    .fetch_all(&db)
-    .await?;
+    let vouchers: Vec<VoucherView> = seckill::shop_vouchers(&db, shop_id).await?;
     Ok(Reply::list(vouchers))
 }

@@ -4,7 +4,16 @@
 use chrono::{DateTime, FixedOffset, NaiveDate, NaiveDateTime};
 use serde::{Deserialize, Serialize};
 
-use crate::http::{ApiError, ApiResult};
+/// A voucher the admin described wrongly; answered 400 with the reason.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct Invalid(String);
+
+impl Invalid {
+    fn new(why: impl Into<String>) -> Self {
+        Self(why.into())
+    }
+}
 
 pub const TYPE_ORDINARY: u8 = 0;
 pub const TYPE_SECKILL: u8 = 1;
@@ -59,33 +68,33 @@ pub struct NewSeckill {
 }
 
 impl VoucherForm {
-    pub fn into_ordinary(self) -> ApiResult<NewVoucher> {
+    pub fn into_ordinary(self) -> Result<NewVoucher, Invalid> {
         if self.stock.is_some() || self.begin_time.is_some() || self.end_time.is_some() {
-            return Err(ApiError::validation("stock, beginTime and endTime belong to POST /voucher/seckill"));
+            return Err(Invalid::new("stock, beginTime and endTime belong to POST /voucher/seckill"));
         }
         if self.kind.is_some_and(|k| k != TYPE_ORDINARY) {
-            return Err(ApiError::validation("type must be 0 here; seckill vouchers go to POST /voucher/seckill"));
+            return Err(Invalid::new("type must be 0 here; seckill vouchers go to POST /voucher/seckill"));
         }
         self.common(TYPE_ORDINARY)
     }
 
-    pub fn into_seckill(mut self) -> ApiResult<(NewVoucher, NewSeckill)> {
+    pub fn into_seckill(mut self) -> Result<(NewVoucher, NewSeckill), Invalid> {
         if self.kind.is_some_and(|k| k != TYPE_SECKILL) {
-            return Err(ApiError::validation("type must be 1 for a seckill voucher"));
+            return Err(Invalid::new("type must be 1 for a seckill voucher"));
         }
-        let stock = self.stock.take().ok_or_else(|| ApiError::validation("stock is required"))?;
+        let stock = self.stock.take().ok_or_else(|| Invalid::new("stock is required"))?;
         let stock = i32::try_from(stock)
             .ok()
             .filter(|s| *s >= 0)
-            .ok_or_else(|| ApiError::validation(format!("stock must be between 0 and {}", i32::MAX)))?;
-        let begin_time = self.begin_time.take().ok_or_else(|| ApiError::validation("beginTime is required"))?;
-        let end_time = self.end_time.take().ok_or_else(|| ApiError::validation("endTime is required"))?;
+            .ok_or_else(|| Invalid::new(format!("stock must be between 0 and {}", i32::MAX)))?;
+        let begin_time = self.begin_time.take().ok_or_else(|| Invalid::new("beginTime is required"))?;
+        let end_time = self.end_time.take().ok_or_else(|| Invalid::new("endTime is required"))?;
         if begin_time >= end_time {
-            return Err(ApiError::validation("beginTime must be before endTime"));
+            return Err(Invalid::new("beginTime must be before endTime"));
         }
         for (field, time) in [("beginTime", begin_time), ("endTime", end_time)] {
             if !STORABLE_TIMES.contains(&time.naive_utc()) {
-                return Err(ApiError::validation(format!(
+                return Err(Invalid::new(format!(
                     "{field} must be between 1000-01-01 and 9999-12-31 (UTC), the range MariaDB can store"
                 )));
             }
@@ -94,26 +103,26 @@ impl VoucherForm {
         Ok((voucher, NewSeckill { stock, begin_time, end_time }))
     }
 
-    fn common(self, kind: u8) -> ApiResult<NewVoucher> {
+    fn common(self, kind: u8) -> Result<NewVoucher, Invalid> {
         let title = self.title.trim().to_owned();
         if title.is_empty() {
-            return Err(ApiError::validation("title must not be empty"));
+            return Err(Invalid::new("title must not be empty"));
         }
         if title.chars().count() > MAX_TITLE || self.sub_title.chars().count() > MAX_TITLE {
-            return Err(ApiError::validation(format!("title and subTitle are at most {MAX_TITLE} characters")));
+            return Err(Invalid::new(format!("title and subTitle are at most {MAX_TITLE} characters")));
         }
         if self.rules.chars().count() > MAX_RULES {
-            return Err(ApiError::validation(format!("rules are at most {MAX_RULES} characters")));
+            return Err(Invalid::new(format!("rules are at most {MAX_RULES} characters")));
         }
         if self.shop_id == 0 {
-            return Err(ApiError::validation("shopId must be positive"));
+            return Err(Invalid::new("shopId must be positive"));
         }
         if self.pay_value < 0 || self.actual_value < 0 {
-            return Err(ApiError::validation("payValue and actualValue must be >= 0"));
+            return Err(Invalid::new("payValue and actualValue must be >= 0"));
         }
         let status = self.status.unwrap_or(STATUS_ON_SHELF);
         if !(1..=3).contains(&status) {
-            return Err(ApiError::validation("status must be 1 (on shelf), 2 (off shelf) or 3 (expired)"));
+            return Err(Invalid::new("status must be 1 (on shelf), 2 (off shelf) or 3 (expired)"));
         }
         Ok(NewVoucher {
             shop_id: self.shop_id,

@@ -31,7 +31,11 @@ pub use reconcile::{Reconciliation, reconcile};
 pub(crate) use recovery::Recovery;
 pub use stream::GROUP as CONSUMER_GROUP;
 
-use super::{SeckillError, SeckillResult, admission::VoucherGates, store};
+use super::{
+    admission::VoucherGates,
+    error::{SeckillError, SeckillResult},
+    store,
+};
 use crate::{dependency::redis_unreachable, ids::OrderIdGenerator, keys::Keys};
 
 static ORDER: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("../../../lua/seckill_order.lua")));

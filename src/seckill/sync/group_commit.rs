@@ -35,8 +35,8 @@ use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
 use super::transaction::{commit_reservation, reserve, settle_lost_commit};
 use crate::seckill::{
-    SeckillError, SeckillResult,
     admission::Gate,
+    error::{SeckillError, SeckillResult},
     store::{self, NewOrder},
 };
 

@@ -19,8 +19,8 @@ pub use group_commit::{GroupCommitter, GroupStats};
 use transaction::{commit_reservation, reserve};
 
 use super::{
-    SeckillError, SeckillResult,
     admission::{Gate, VoucherGates},
+    error::{SeckillError, SeckillResult},
 };
 use crate::{
     ids::OrderIdGenerator,

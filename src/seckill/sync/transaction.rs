@@ -12,8 +12,8 @@ use tokio_util::sync::CancellationToken;
 use crate::{
     dependency::OnUnique,
     seckill::{
-        SeckillError, SeckillResult,
         admission::Gate,
+        error::{SeckillError, SeckillResult},
         store::{self, NewOrder, UNIQUE_ORDER_INDEX},
     },
 };

@@ -2,18 +2,16 @@
 //! fixed windows counted in Redis (`INCR`, the window's TTL set by the
 //! first hit, `TTL` for `Retry-After`, in one `MULTI`). `LocalUserLimiter`
 //! counts one user's orders in this instance's memory (governor), where a
-//! Redis round trip per order would cost more than it guards. Both answer
-//! with the envelope's 429 directly: they are HTTP middleware in all but
-//! name, called by the handlers.
+//! Redis round trip per order would cost more than it guards. Both are
+//! plumbing the handlers call and answer with the envelope's 429 directly;
+//! they know key names and nothing of the domain.
 
 use std::time::Duration;
 
 use redis::aio::ConnectionManager;
 
-use crate::{
-    http::{ApiError, ApiResult},
-    keys::Keys,
-};
+use super::{ApiError, ApiResult};
+use crate::keys::Keys;
 
 /// One limit: at most `max` hits per `window`.
 #[derive(Debug, Clone, Copy)]
