@@ -1,57 +1,145 @@
 //! Settings come from the environment (the contract's names) or flags of the
 //! same name, so the same binary runs under systemd, compose and the tests.
+//!
+//! They are grouped by concern, each group a clap `Args` that a binary
+//! flattens only if it uses it: `hmdp serve` takes them all, `reconcile`
+//! only where the data lives, the load tool the same two groups.
+//! Secrets never reach a log: the groups that hold one write their
+//! `Debug` by hand.
 
 use std::time::Duration;
 
 use clap::{Args, ValueEnum};
 
-/// `Debug` is written by hand below: secrets never reach a log.
-#[derive(Clone, Args)]
+/// Everything `hmdp serve` runs on.
+#[derive(Clone, Debug, Args)]
 pub struct Config {
-    /// MariaDB; the database in the path is created at start-up when missing.
-    #[arg(long, env = "DATABASE_URL", default_value = "mysql://root@127.0.0.1:3306/hmdp")]
-    pub database_url: String,
+    #[command(flatten)]
+    pub db: DatabaseSettings,
+    #[command(flatten)]
+    pub redis: RedisSettings,
+    #[command(flatten)]
+    pub server: ServerSettings,
+    #[command(flatten)]
+    pub auth: AuthSettings,
+    #[command(flatten)]
+    pub limits: LimitSettings,
+    #[command(flatten)]
+    pub seckill: SeckillSettings,
+}
 
-    #[arg(long, env = "REDIS_URL", default_value = "redis://127.0.0.1:6379")]
-    pub redis_url: String,
+/// MariaDB.
+#[derive(Clone, Args)]
+pub struct DatabaseSettings {
+    /// The database in the path is created at start-up when missing.
+    #[arg(
+        id = "database_url",
+        long = "database-url",
+        env = "DATABASE_URL",
+        default_value = "mysql://root@127.0.0.1:3306/hmdp"
+    )]
+    pub url: String,
 
-    /// HS256 secret shared by every instance. No built-in default: a service
-    /// that silently signs with a well-known key is worse than one that
-    /// refuses to start.
-    #[arg(long, env = "JWT_SECRET", hide_env_values = true)]
-    pub jwt_secret: String,
+    #[arg(id = "db_max_connections", long = "db-max-connections", env = "DB_MAX_CONNECTIONS", default_value_t = 32)]
+    pub max_connections: u32,
+}
 
-    /// Admin routes answer 403 to everyone while this is unset.
-    #[arg(long, env = "ADMIN_KEY", hide_env_values = true)]
-    pub admin_key: Option<String>,
+/// Redis.
+#[derive(Clone, Args)]
+pub struct RedisSettings {
+    #[arg(id = "redis_url", long = "redis-url", env = "REDIS_URL", default_value = "redis://127.0.0.1:6379")]
+    pub url: String,
 
-    #[arg(long, env = "BIND_ADDR", default_value = "127.0.0.1:8081")]
+    /// Prepended to every Redis key and channel. Empty in production (the
+    /// contract's key names); tests set it so they can share one Redis.
+    #[arg(id = "redis_key_prefix", long = "redis-key-prefix", env = "REDIS_KEY_PREFIX", default_value = "")]
+    pub key_prefix: String,
+}
+
+pub const DEFAULT_BIND_ADDR: &str = "127.0.0.1:8081";
+
+/// The HTTP server and its admin routes.
+#[derive(Clone, Args)]
+pub struct ServerSettings {
+    #[arg(long, env = "BIND_ADDR", default_value = DEFAULT_BIND_ADDR)]
     pub bind_addr: String,
 
     /// Shown in `X-Instance`; defaults to the bound host:port.
     #[arg(long, env = "INSTANCE_ID")]
     pub instance_id: Option<String>,
 
-    /// Prepended to every Redis key and channel. Empty in production (the
-    /// contract's key names); tests set it so they can share one Redis.
-    #[arg(long, env = "REDIS_KEY_PREFIX", default_value = "")]
-    pub redis_key_prefix: String,
+    /// Admin routes answer 403 to everyone while this is unset.
+    #[arg(long, env = "ADMIN_KEY", hide_env_values = true)]
+    pub admin_key: Option<String>,
+}
 
-    #[arg(long, env = "DB_MAX_CONNECTIONS", default_value_t = 32)]
-    pub db_max_connections: u32,
+/// Login: the token secret and the codes.
+#[derive(Clone, Args)]
+pub struct AuthSettings {
+    /// HS256 secret shared by every instance. No built-in default: a service
+    /// that silently signs with a well-known key is worse than one that
+    /// refuses to start.
+    #[arg(long, env = "JWT_SECRET", hide_env_values = true)]
+    pub jwt_secret: String,
 
-    /// How many order transactions of one instance may wait on one voucher's
-    /// stock row at once. InnoDB's throughput on a hot row collapses when
-    /// hundreds of transactions queue on its lock; a few at a time keep it
-    /// busy without the collapse. Only at `ORDER_BATCH_MAX` = 1: with group
-    /// commit, one worker per voucher is all that reaches the row.
-    #[arg(long, env = "HOT_ROW_PERMITS", default_value_t = 8)]
-    pub hot_row_permits: usize,
+    /// Development only: log each SMS code at INFO (there is no SMS
+    /// provider). Off, a code never reaches a log: whoever reads the logs
+    /// could log in as anyone.
+    #[arg(long, env = "LOG_SMS_CODES", default_value_t = false)]
+    pub log_sms_codes: bool,
+}
 
-    /// Orders of one instance that may wait for one voucher's row (or for
-    /// their group) at once; beyond that an order is answered 503 at once.
-    #[arg(long, env = "HOT_ROW_QUEUE_MAX", default_value_t = 4_096)]
-    pub hot_row_queue_max: usize,
+pub const DEFAULT_SMS_CODES_PER_PHONE_DAY: u64 = 10;
+pub const DEFAULT_LOGIN_FAILURES_PER_PHONE_DAY: u64 = 20;
+pub const DEFAULT_SMS_CODES_PER_ADDR_HOUR: u64 = 30;
+pub const DEFAULT_LOGINS_PER_ADDR_HOUR: u64 = 60;
+pub const DEFAULT_ORDERS_PER_USER_10S: u64 = 20;
+
+/// Abuse limits.
+#[derive(Clone, Debug, Args)]
+pub struct LimitSettings {
+    /// SMS codes sent to one phone per day, across instances.
+    #[arg(long, env = "SMS_CODES_PER_PHONE_DAY", default_value_t = DEFAULT_SMS_CODES_PER_PHONE_DAY)]
+    pub sms_codes_per_phone_day: u64,
+
+    /// Wrong codes tried for one phone per day; past it, logins of that
+    /// phone are refused until the day's window ends.
+    #[arg(long, env = "LOGIN_FAILURES_PER_PHONE_DAY", default_value_t = DEFAULT_LOGIN_FAILURES_PER_PHONE_DAY)]
+    pub login_failures_per_phone_day: u64,
+
+    /// Code requests from one client address per hour.
+    #[arg(long, env = "SMS_CODES_PER_ADDR_HOUR", default_value_t = DEFAULT_SMS_CODES_PER_ADDR_HOUR)]
+    pub sms_codes_per_addr_hour: u64,
+
+    /// Login attempts from one client address per hour.
+    #[arg(long, env = "LOGINS_PER_ADDR_HOUR", default_value_t = DEFAULT_LOGINS_PER_ADDR_HOUR)]
+    pub logins_per_addr_hour: u64,
+
+    /// Order requests of one user per 10 s, per instance.
+    #[arg(long, env = "ORDERS_PER_USER_10S", default_value_t = DEFAULT_ORDERS_PER_USER_10S)]
+    pub orders_per_user_10s: u64,
+}
+
+impl Default for LimitSettings {
+    fn default() -> Self {
+        Self {
+            sms_codes_per_phone_day: DEFAULT_SMS_CODES_PER_PHONE_DAY,
+            login_failures_per_phone_day: DEFAULT_LOGIN_FAILURES_PER_PHONE_DAY,
+            sms_codes_per_addr_hour: DEFAULT_SMS_CODES_PER_ADDR_HOUR,
+            logins_per_addr_hour: DEFAULT_LOGINS_PER_ADDR_HOUR,
+            orders_per_user_10s: DEFAULT_ORDERS_PER_USER_10S,
+        }
+    }
+}
+
+/// How orders are placed, in both modes.
+#[derive(Clone, Debug, Args)]
+pub struct SeckillSettings {
+    /// `sync`: the order is decided and committed in MariaDB before the
+    /// answer. `async`: decided in Redis by one script, answered at once,
+    /// persisted in batches by the consumers.
+    #[arg(id = "seckill_mode", long = "seckill-mode", env = "SECKILL_MODE", value_enum, default_value_t = SeckillMode::Sync)]
+    pub mode: SeckillMode,
 
     /// How long an order may take before it gives up, answered 503 with
     /// nothing committed. Shorter than nginx's `proxy_read_timeout` (30 s),
@@ -59,17 +147,15 @@ pub struct Config {
     #[arg(long, env = "REQUEST_DEADLINE_MS", default_value_t = 10_000)]
     pub request_deadline_ms: u64,
 
+    /// Order id sequences reserved per Redis round trip.
+    #[arg(long, env = "ORDER_ID_BLOCK", default_value_t = 100)]
+    pub order_id_block: u32,
+
     /// Lease of the per-user order lock, renewed every third of it while
     /// held (Redisson's 30 s). Shorter frees a crashed instance's locks
     /// sooner and costs more renewals.
     #[arg(long, env = "LOCK_WATCHDOG_TTL_MS", default_value_t = 30_000)]
     pub lock_watchdog_ttl_ms: u64,
-
-    /// `sync`: the order is decided and committed in MariaDB before the
-    /// answer. `async`: decided in Redis by one script, answered at once,
-    /// persisted in batches by the consumers.
-    #[arg(long, env = "SECKILL_MODE", value_enum, default_value_t = SeckillMode::Sync)]
-    pub seckill_mode: SeckillMode,
 
     /// Synchronous mode: orders of one voucher committed in one transaction
     /// at most (1: one transaction per order, the design card's path).
@@ -88,36 +174,18 @@ pub struct Config {
     #[arg(long, env = "ORDER_BATCH_WORKER_IDLE_MS", default_value_t = 60_000)]
     pub order_batch_worker_idle_ms: u64,
 
-    /// SMS codes sent to one phone per day, across instances.
-    #[arg(long, env = "SMS_CODES_PER_PHONE_DAY", default_value_t = 10)]
-    pub sms_codes_per_phone_day: u64,
+    /// How many order transactions of one instance may wait on one voucher's
+    /// stock row at once. InnoDB's throughput on a hot row collapses when
+    /// hundreds of transactions queue on its lock; a few at a time keep it
+    /// busy without the collapse. Only at `ORDER_BATCH_MAX` = 1: with group
+    /// commit, one worker per voucher is all that reaches the row.
+    #[arg(long, env = "HOT_ROW_PERMITS", default_value_t = 8)]
+    pub hot_row_permits: usize,
 
-    /// Wrong codes tried for one phone per day; past it, logins of that
-    /// phone are refused until the day's window ends.
-    #[arg(long, env = "LOGIN_FAILURES_PER_PHONE_DAY", default_value_t = 20)]
-    pub login_failures_per_phone_day: u64,
-
-    /// Code requests from one client address per hour.
-    #[arg(long, env = "SMS_CODES_PER_ADDR_HOUR", default_value_t = 30)]
-    pub sms_codes_per_addr_hour: u64,
-
-    /// Login attempts from one client address per hour.
-    #[arg(long, env = "LOGINS_PER_ADDR_HOUR", default_value_t = 60)]
-    pub logins_per_addr_hour: u64,
-
-    /// Order requests of one user per 10 s, per instance.
-    #[arg(long, env = "ORDERS_PER_USER_10S", default_value_t = 20)]
-    pub orders_per_user_10s: u64,
-
-    /// Development only: log each SMS code at INFO (there is no SMS
-    /// provider). Off, a code never reaches a log: whoever reads the logs
-    /// could log in as anyone.
-    #[arg(long, env = "LOG_SMS_CODES", default_value_t = false)]
-    pub log_sms_codes: bool,
-
-    /// Order id sequences reserved per Redis round trip.
-    #[arg(long, env = "ORDER_ID_BLOCK", default_value_t = 100)]
-    pub order_id_block: u32,
+    /// Orders of one instance that may wait for one voucher's row (or for
+    /// their group) at once; beyond that an order is answered 503 at once.
+    #[arg(long, env = "HOT_ROW_QUEUE_MAX", default_value_t = 4_096)]
+    pub hot_row_queue_max: usize,
 
     /// Asynchronous mode: stream entries read, and orders persisted in one
     /// transaction, at most.
@@ -135,36 +203,43 @@ pub struct Config {
     pub async_max_deliveries: u64,
 }
 
-impl std::fmt::Debug for Config {
+impl std::fmt::Debug for DatabaseSettings {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let redacted = |set: bool| if set { "<redacted>" } else { "<unset>" };
-        f.debug_struct("Config")
-            .field("database_url", &without_password(&self.database_url))
-            .field("redis_url", &without_password(&self.redis_url))
-            .field("jwt_secret", &redacted(!self.jwt_secret.is_empty()))
-            .field("admin_key", &redacted(self.admin_key.is_some()))
+        f.debug_struct("DatabaseSettings")
+            .field("url", &without_password(&self.url))
+            .field("max_connections", &self.max_connections)
+            .finish()
+    }
+}
+
+impl std::fmt::Debug for RedisSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisSettings")
+            .field("url", &without_password(&self.url))
+            .field("key_prefix", &self.key_prefix)
+            .finish()
+    }
+}
+
+fn redacted(set: bool) -> &'static str {
+    if set { "<redacted>" } else { "<unset>" }
+}
+
+impl std::fmt::Debug for ServerSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServerSettings")
             .field("bind_addr", &self.bind_addr)
             .field("instance_id", &self.instance_id)
-            .field("redis_key_prefix", &self.redis_key_prefix)
-            .field("db_max_connections", &self.db_max_connections)
-            .field("hot_row_permits", &self.hot_row_permits)
-            .field("hot_row_queue_max", &self.hot_row_queue_max)
-            .field("request_deadline_ms", &self.request_deadline_ms)
-            .field("lock_watchdog_ttl_ms", &self.lock_watchdog_ttl_ms)
-            .field("seckill_mode", &self.seckill_mode)
-            .field("order_batch_max", &self.order_batch_max)
-            .field("order_batch_wait_ms", &self.order_batch_wait_ms)
-            .field("order_batch_worker_idle_ms", &self.order_batch_worker_idle_ms)
+            .field("admin_key", &redacted(self.admin_key.is_some()))
+            .finish()
+    }
+}
+
+impl std::fmt::Debug for AuthSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AuthSettings")
+            .field("jwt_secret", &redacted(!self.jwt_secret.is_empty()))
             .field("log_sms_codes", &self.log_sms_codes)
-            .field("sms_codes_per_phone_day", &self.sms_codes_per_phone_day)
-            .field("login_failures_per_phone_day", &self.login_failures_per_phone_day)
-            .field("sms_codes_per_addr_hour", &self.sms_codes_per_addr_hour)
-            .field("logins_per_addr_hour", &self.logins_per_addr_hour)
-            .field("orders_per_user_10s", &self.orders_per_user_10s)
-            .field("order_id_block", &self.order_id_block)
-            .field("async_batch_max", &self.async_batch_max)
-            .field("async_claim_idle_ms", &self.async_claim_idle_ms)
-            .field("async_max_deliveries", &self.async_max_deliveries)
             .finish()
     }
 }
@@ -202,20 +277,46 @@ pub mod limits {
 }
 
 impl Config {
-    /// Checks what clap cannot: a secret too short to be one.
+    /// Checks what clap cannot, group by group.
+    pub fn validate(&self) -> anyhow::Result<()> {
+        self.server.validate()?;
+        self.auth.validate()?;
+        self.limits.validate()?;
+        self.seckill.validate()
+    }
+
+    pub fn instance_id(&self) -> &str {
+        self.server.instance_id.as_deref().unwrap_or("unknown")
+    }
+}
+
+impl ServerSettings {
+    pub fn validate(&self) -> anyhow::Result<()> {
+        if matches!(&self.admin_key, Some(k) if k.is_empty()) {
+            anyhow::bail!("ADMIN_KEY is set but empty; unset it to close the admin routes");
+        }
+        Ok(())
+    }
+}
+
+impl Default for ServerSettings {
+    fn default() -> Self {
+        Self { bind_addr: DEFAULT_BIND_ADDR.into(), instance_id: None, admin_key: None }
+    }
+}
+
+impl AuthSettings {
+    /// A secret too short to be one is refused.
     pub fn validate(&self) -> anyhow::Result<()> {
         if self.jwt_secret.len() < limits::MIN_JWT_SECRET_LEN {
             anyhow::bail!("JWT_SECRET must be at least {} bytes long", limits::MIN_JWT_SECRET_LEN);
         }
-        if matches!(&self.admin_key, Some(k) if k.is_empty()) {
-            anyhow::bail!("ADMIN_KEY is set but empty; unset it to close the admin routes");
-        }
-        if self.lock_watchdog_ttl_ms < 100 {
-            anyhow::bail!("LOCK_WATCHDOG_TTL_MS must be at least 100");
-        }
-        if self.hot_row_permits == 0 {
-            anyhow::bail!("HOT_ROW_PERMITS must be at least 1");
-        }
+        Ok(())
+    }
+}
+
+impl LimitSettings {
+    pub fn validate(&self) -> anyhow::Result<()> {
         let limits = [
             self.sms_codes_per_phone_day,
             self.login_failures_per_phone_day,
@@ -225,6 +326,18 @@ impl Config {
         ];
         if limits.contains(&0) {
             anyhow::bail!("rate limits must be at least 1");
+        }
+        Ok(())
+    }
+}
+
+impl SeckillSettings {
+    pub fn validate(&self) -> anyhow::Result<()> {
+        if self.lock_watchdog_ttl_ms < 100 {
+            anyhow::bail!("LOCK_WATCHDOG_TTL_MS must be at least 100");
+        }
+        if self.hot_row_permits == 0 {
+            anyhow::bail!("HOT_ROW_PERMITS must be at least 1");
         }
         if self.hot_row_queue_max == 0 {
             anyhow::bail!("HOT_ROW_QUEUE_MAX must be at least 1");
@@ -259,38 +372,26 @@ impl Config {
 
 #[cfg(test)]
 mod tests {
+    use clap::Parser;
+
     use super::*;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        config: Config,
+    }
 
     #[test]
     fn debug_output_names_no_secret() {
-        let config = Config {
-            database_url: "mysql://hmdp:db-pass-123@127.0.0.1:3306/hmdp".into(),
-            redis_url: "redis://:redis-pass-456@127.0.0.1:6379".into(),
-            jwt_secret: "jwt-secret-0123456789".into(),
-            admin_key: Some("admin-key-789".into()),
-            bind_addr: "127.0.0.1:8081".into(),
-            instance_id: None,
-            redis_key_prefix: String::new(),
-            db_max_connections: 32,
-            hot_row_permits: 8,
-            hot_row_queue_max: 4_096,
-            request_deadline_ms: 10_000,
-            lock_watchdog_ttl_ms: 30_000,
-            seckill_mode: SeckillMode::Sync,
-            order_batch_max: 64,
-            order_batch_wait_ms: 0,
-            order_batch_worker_idle_ms: 60_000,
-            log_sms_codes: false,
-            sms_codes_per_phone_day: 10,
-            login_failures_per_phone_day: 20,
-            sms_codes_per_addr_hour: 30,
-            logins_per_addr_hour: 60,
-            orders_per_user_10s: 20,
-            order_id_block: 100,
-            async_batch_max: 500,
-            async_claim_idle_ms: 5_000,
-            async_max_deliveries: 3,
-        };
+        let Cli { config } = Cli::try_parse_from([
+            "hmdp",
+            "--database-url=mysql://hmdp:db-pass-123@127.0.0.1:3306/hmdp",
+            "--redis-url=redis://:redis-pass-456@127.0.0.1:6379",
+            "--jwt-secret=jwt-secret-0123456789",
+            "--admin-key=admin-key-789",
+        ])
+        .expect("the flags parse");
         let shown = format!("{config:?}");
         for secret in ["db-pass-123", "redis-pass-456", "jwt-secret-0123456789", "admin-key-789"] {
             assert!(!shown.contains(secret), "{secret} in {shown}");

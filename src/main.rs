@@ -1,24 +1,35 @@
 use clap::{Parser, Subcommand};
-use hmdp::{Config, startup};
+use hmdp::{
+    Config,
+    auth::{SessionStore, TokenKeys},
+    config::{AuthSettings, DatabaseSettings, RedisSettings},
+    keys::Keys,
+    startup,
+};
 use tracing_subscriber::EnvFilter;
 
 #[derive(Parser)]
 #[command(name = "hmdp", version, about = "Voucher flash-sale backend")]
 struct Cli {
     #[command(subcommand)]
-    command: Option<Command>,
-    #[command(flatten)]
-    config: Config,
+    command: Command,
 }
 
+/// Each subcommand demands only the settings it uses.
 #[derive(Subcommand)]
 enum Command {
     /// Serve the HTTP API (the default).
-    Serve,
+    Serve(Box<Config>),
     /// Create logged-in users for a load test, straight into MariaDB and
     /// Redis (the same session format as login), and write their tokens as
     /// CSV: `userId,phone,token`.
     SeedUsers {
+        #[command(flatten)]
+        db: DatabaseSettings,
+        #[command(flatten)]
+        redis: RedisSettings,
+        #[command(flatten)]
+        auth: AuthSettings,
         #[arg(long)]
         count: u64,
         #[arg(long, default_value = "tokens.csv")]
@@ -31,73 +42,59 @@ enum Command {
     /// orders) for a drained voucher, or every active one; exits non-zero on
     /// drift or when a stream is not drained.
     Reconcile {
+        #[command(flatten)]
+        db: DatabaseSettings,
+        #[command(flatten)]
+        redis: RedisSettings,
         #[arg(long)]
         voucher: Option<u64>,
     },
-    /// Run every classic seckill strategy and lock pitfall side by side on
-    /// the same requests, each on a fresh voucher, and audit the tables
-    /// after each; exits non-zero when a strategy did not behave as it is
-    /// known to (a correct one broke, or a broken one did not break).
-    Lab(hmdp::lab::LabOptions),
 }
+
+const SUBCOMMANDS: [&str; 4] = ["serve", "seed-users", "reconcile", "help"];
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     tracing_subscriber::fmt()
         .with_env_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
         .init();
-    let cli = Cli::parse();
-    match cli.command.unwrap_or(Command::Serve) {
-        Command::Serve => {
-            let app = startup::Application::build(cli.config).await?;
+    let cli = Cli::parse_from(with_default_subcommand(std::env::args().collect()));
+    match cli.command {
+        Command::Serve(config) => {
+            let app = startup::Application::build(*config).await?;
             app.run_until(startup::shutdown_signal()).await
         }
-        Command::SeedUsers { count, out, first_phone } => seed_users(cli.config, count, &out, first_phone).await,
-        Command::Reconcile { voucher } => reconcile(cli.config, voucher).await,
-        Command::Lab(options) => lab(cli.config, options).await,
+        Command::SeedUsers { db, redis, auth, count, out, first_phone } => {
+            seed_users(&db, &redis, &auth, count, &out, first_phone).await
+        }
+        Command::Reconcile { db, redis, voucher } => reconcile(&db, &redis, voucher).await,
     }
 }
 
-async fn lab(config: Config, options: hmdp::lab::LabOptions) -> anyhow::Result<()> {
-    config.validate()?;
-    let report = hmdp::lab::run(&config, &options).await?;
-    if options.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
-    } else {
-        print!("{}", report.markdown());
+/// `hmdp` alone, or with serve's flags only, serves.
+fn with_default_subcommand(mut args: Vec<String>) -> Vec<String> {
+    let first = args.get(1).map(String::as_str);
+    let names_one = first.is_some_and(|a| SUBCOMMANDS.contains(&a) || ["-h", "--help", "-V", "--version"].contains(&a));
+    if !names_one {
+        args.insert(1.min(args.len()), "serve".into());
     }
-    if let Some(path) = &options.save_json {
-        std::fs::write(path, serde_json::to_string_pretty(&report)?)?;
-    }
-    if let Some(path) = &options.chart {
-        std::fs::write(path, hmdp::lab::render_svg(&report)?)?;
-        eprintln!("chart written to {}", path.display());
-    }
-    let unexpected = report.unexpected();
-    for line in &unexpected {
-        eprintln!("UNEXPECTED: {line}");
-    }
-    anyhow::ensure!(
-        unexpected.is_empty(),
-        "{} result(s) contradict what the strategy is known to do",
-        unexpected.len()
-    );
-    Ok(())
+    args
 }
 
-async fn reconcile(config: Config, voucher: Option<u64>) -> anyhow::Result<()> {
+async fn reconcile(db: &DatabaseSettings, redis: &RedisSettings, voucher: Option<u64>) -> anyhow::Result<()> {
     use redis::AsyncCommands;
-    // Reads only: no migrations, no session secrets.
-    let db = startup::connect_database(&config.database_url, 2).await?;
-    let mut redis = startup::connect_redis(&config.redis_url).await?;
-    let keys = hmdp::keys::Keys::new(&config.redis_key_prefix);
+    // No secrets: it reads the tables (made when missing) and the keys.
+    let pool = startup::connect_database(&db.url, 2).await?;
+    startup::migrate(&pool).await?;
+    let mut conn = startup::connect_redis(&redis.url).await?;
+    let keys = Keys::new(&redis.key_prefix);
     let vouchers: Vec<u64> = match voucher {
         Some(id) => vec![id],
-        None => redis.smembers(keys.seckill_active()).await?,
+        None => conn.smembers(keys.seckill_active()).await?,
     };
     let mut drift = 0;
     for voucher in vouchers {
-        let report = hmdp::seckill::reconcile(&db, &mut redis, &keys, voucher).await?;
+        let report = hmdp::seckill::reconcile(&pool, &mut conn, &keys, voucher).await?;
         print!("{}", report.render());
         if !report.agrees() {
             drift += 1;
@@ -107,12 +104,23 @@ async fn reconcile(config: Config, voucher: Option<u64>) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn seed_users(config: Config, count: u64, out: &std::path::Path, first_phone: u64) -> anyhow::Result<()> {
+async fn seed_users(
+    db: &DatabaseSettings,
+    redis: &RedisSettings,
+    auth: &AuthSettings,
+    count: u64,
+    out: &std::path::Path,
+    first_phone: u64,
+) -> anyhow::Result<()> {
     use std::io::Write;
-    config.validate()?;
+    auth.validate()?;
     let started = std::time::Instant::now();
-    let state = startup::build_state(config).await?;
-    let users = hmdp::auth::seed_users(&state.db, &state.auth.sessions, &state.auth.tokens, first_phone, count).await?;
+    let pool = startup::connect_database(&db.url, db.max_connections).await?;
+    startup::migrate(&pool).await?;
+    let conn = startup::connect_redis(&redis.url).await?;
+    let sessions = SessionStore::new(conn, Keys::new(&redis.key_prefix));
+    let tokens = TokenKeys::new(auth.jwt_secret.as_bytes());
+    let users = hmdp::auth::seed_users(&pool, &sessions, &tokens, first_phone, count).await?;
     let mut file = std::io::BufWriter::new(std::fs::File::create(out)?);
     writeln!(file, "userId,phone,token")?;
     for user in &users {

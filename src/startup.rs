@@ -32,10 +32,11 @@ pub struct Application {
 impl Application {
     pub async fn build(mut config: Config) -> anyhow::Result<Self> {
         config.validate()?;
-        let listener =
-            TcpListener::bind(&config.bind_addr).await.with_context(|| format!("binding {}", config.bind_addr))?;
-        if config.instance_id.is_none() {
-            config.instance_id = Some(listener.local_addr()?.to_string());
+        let listener = TcpListener::bind(&config.server.bind_addr)
+            .await
+            .with_context(|| format!("binding {}", config.server.bind_addr))?;
+        if config.server.instance_id.is_none() {
+            config.server.instance_id = Some(listener.local_addr()?.to_string());
         }
         let state = build_state(config).await?;
         Ok(Self { listener, state })
@@ -66,31 +67,31 @@ impl Application {
 }
 
 pub async fn build_state(config: Config) -> anyhow::Result<AppState> {
-    let db = connect_database(&config.database_url, config.db_max_connections).await?;
+    let db = connect_database(&config.db.url, config.db.max_connections).await?;
     migrate(&db).await?;
     verify_safety_constraints(&db).await?;
-    let redis = connect_redis(&config.redis_url).await?;
-    let keys = Keys::new(&config.redis_key_prefix);
-    let pubsub_client = redis::Client::open(config.redis_url.as_str()).context("parsing REDIS_URL")?;
+    let redis = connect_redis(&config.redis.url).await?;
+    let keys = Keys::new(&config.redis.key_prefix);
+    let pubsub_client = redis::Client::open(config.redis.url.as_str()).context("parsing REDIS_URL")?;
     let locks = LockService::new(
         pubsub_client,
         redis.clone(),
-        LockConfig { watchdog_ttl: Duration::from_millis(config.lock_watchdog_ttl_ms) },
+        LockConfig { watchdog_ttl: Duration::from_millis(config.seckill.lock_watchdog_ttl_ms) },
     );
-    let order_ids = OrderIdGenerator::new(redis.clone(), keys.clone(), config.order_id_block);
-    let instance = config.instance_id.clone().unwrap_or_else(|| "unknown".into());
+    let order_ids = OrderIdGenerator::new(redis.clone(), keys.clone(), config.seckill.order_id_block);
+    let instance = config.server.instance_id.clone().unwrap_or_else(|| "unknown".into());
     let deps = seckill::Dependencies { db: db.clone(), redis: redis.clone(), keys: keys.clone(), order_ids, locks };
     let seckill = Seckill::build(&config, &instance, deps).await?;
     Ok(AppState {
         auth: Auth {
-            tokens: TokenKeys::new(config.jwt_secret.as_bytes()),
+            tokens: TokenKeys::new(config.auth.jwt_secret.as_bytes()),
             sessions: SessionStore::new(redis.clone(), keys.clone()),
-            codes: CodeStore::new(redis.clone(), keys.clone(), config.log_sms_codes),
+            codes: CodeStore::new(redis.clone(), keys.clone(), config.auth.log_sms_codes),
             limits: LoginLimits::from_config(&config),
         },
         seckill,
         limits: RateLimiter::new(redis.clone(), keys),
-        order_limit: LocalUserLimiter::new(Limit::per(config.orders_per_user_10s, Duration::from_secs(10))),
+        order_limit: LocalUserLimiter::new(Limit::per(config.limits.orders_per_user_10s, Duration::from_secs(10))),
         metrics: crate::monitoring::recorder(),
         db,
         redis,

@@ -237,7 +237,7 @@ async fn expect_rate_limited(resp: reqwest::Response, window: u64) {
 
 #[tokio::test]
 async fn codes_per_phone_are_limited_per_day_whatever_the_cooldown() {
-    let app = TestApp::spawn_with(|c| c.sms_codes_per_phone_day = 2).await;
+    let app = TestApp::spawn_with(|c| c.limits.sms_codes_per_phone_day = 2).await;
     let target = phone(30);
     for _ in 0..2 {
         expect_ok(app.send_code(&target).await).await;
@@ -249,7 +249,7 @@ async fn codes_per_phone_are_limited_per_day_whatever_the_cooldown() {
 
 #[tokio::test]
 async fn codes_per_client_address_are_limited_per_hour() {
-    let app = TestApp::spawn_with(|c| c.sms_codes_per_addr_hour = 3).await;
+    let app = TestApp::spawn_with(|c| c.limits.sms_codes_per_addr_hour = 3).await;
     for i in 0..3 {
         expect_ok(app.send_code(&phone(40 + i)).await).await;
     }
@@ -261,7 +261,7 @@ async fn codes_per_client_address_are_limited_per_hour() {
 
 #[tokio::test]
 async fn wrong_codes_per_phone_are_limited_per_day_even_across_new_codes() {
-    let app = TestApp::spawn_with(|c| c.login_failures_per_phone_day = 3).await;
+    let app = TestApp::spawn_with(|c| c.limits.login_failures_per_phone_day = 3).await;
     let target = phone(50);
     expect_ok(app.send_code(&target).await).await;
     for _ in 0..3 {
@@ -277,7 +277,7 @@ async fn wrong_codes_per_phone_are_limited_per_day_even_across_new_codes() {
 
 #[tokio::test]
 async fn logins_per_client_address_are_limited_per_hour() {
-    let app = TestApp::spawn_with(|c| c.logins_per_addr_hour = 2).await;
+    let app = TestApp::spawn_with(|c| c.limits.logins_per_addr_hour = 2).await;
     for i in 0..2 {
         expect_error(app.post_login(&phone(60 + i), "123456").await, StatusCode::UNAUTHORIZED, "UNAUTHORIZED").await;
     }
@@ -286,7 +286,7 @@ async fn logins_per_client_address_are_limited_per_hour() {
 
 #[tokio::test]
 async fn orders_per_user_are_limited() {
-    let app = TestApp::spawn_with(|c| c.orders_per_user_10s = 3).await;
+    let app = TestApp::spawn_with(|c| c.limits.orders_per_user_10s = 3).await;
     let voucher = app.open_seckill(5).await;
     let (_, token) = app.seed_users(1).await.remove(0);
     expect_ok(app.order(voucher, &token).await).await;

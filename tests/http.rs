@@ -86,7 +86,7 @@ async fn ready_is_503_when_mariadb_is_gone() {
 #[tokio::test]
 async fn a_missing_jwt_secret_is_a_clear_startup_error() {
     let (mut config, _, _) = common::test_config();
-    config.jwt_secret = String::new();
+    config.auth.jwt_secret = String::new();
     let err = hmdp::startup::Application::build(config).await.err().expect("refuses to start");
     assert!(err.to_string().contains("JWT_SECRET"), "{err}");
 }
@@ -95,7 +95,7 @@ async fn a_missing_jwt_secret_is_a_clear_startup_error() {
 async fn when_redis_is_unreachable_ready_and_protected_routes_answer_503() {
     let proxy = common::proxy::Proxy::to_redis().await;
     let redis_url = proxy.redis_url();
-    let app = TestApp::spawn_with(|c| c.redis_url = redis_url).await;
+    let app = TestApp::spawn_with(|c| c.redis.url = redis_url).await;
     let token = app.login("13900000077").await;
     expect_ok(app.get("/user/me", Some(&token)).await).await;
 

@@ -45,10 +45,10 @@ async fn the_jmeter_plan_places_an_order_with_seed_users_output() {
     let seeded = std::process::Command::new(env!("CARGO_BIN_EXE_hmdp"))
         .args(["seed-users", "--count", "3", "--first-phone", "16600000000", "--out"])
         .arg(&csv_path)
-        .env("DATABASE_URL", &config.database_url)
-        .env("REDIS_URL", &config.redis_url)
-        .env("REDIS_KEY_PREFIX", &config.redis_key_prefix)
-        .env("JWT_SECRET", &config.jwt_secret)
+        .env("DATABASE_URL", &config.db.url)
+        .env("REDIS_URL", &config.redis.url)
+        .env("REDIS_KEY_PREFIX", &config.redis.key_prefix)
+        .env("JWT_SECRET", &config.auth.jwt_secret)
         .output()
         .unwrap();
     assert!(seeded.status.success(), "{}", String::from_utf8_lossy(&seeded.stderr));

@@ -31,7 +31,7 @@ async fn a_login_logs_neither_the_code_nor_the_whole_phone_at_info() {
     tracing_subscriber::fmt().with_env_filter("info").with_ansi(false).with_writer(move || writer.clone()).init();
 
     let app = TestApp::spawn().await;
-    assert!(!app.state.config.log_sms_codes, "LOG_SMS_CODES is off by default");
+    assert!(!app.state.config.auth.log_sms_codes, "LOG_SMS_CODES is off by default");
     let phone = "13912345678";
     common::expect_ok(app.send_code(phone).await).await;
     let code = app.stored_code(phone).await.expect("code stored");

@@ -85,7 +85,7 @@ async fn metrics_move_with_the_orders_in_both_modes() {
 
     // The asynchronous mode: stream length, pending entries and lag per
     // voucher.
-    let app = TestApp::spawn_with(|c| c.seckill_mode = SeckillMode::Async).await;
+    let app = TestApp::spawn_with(|c| c.seckill.mode = SeckillMode::Async).await;
     let voucher = app.open_seckill(5).await;
     let token = app.login(&phone(9_200)).await;
     let before = scrape(&app).await;

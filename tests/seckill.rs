@@ -195,7 +195,7 @@ async fn the_unique_index_has_the_last_word_when_the_check_is_bypassed() {
 
 #[tokio::test]
 async fn an_order_whose_lock_is_lost_mid_transaction_rolls_back() {
-    let app = TestApp::spawn_with(|c| c.lock_watchdog_ttl_ms = 300).await;
+    let app = TestApp::spawn_with(|c| c.seckill.lock_watchdog_ttl_ms = 300).await;
     let voucher = app.open_seckill(5).await;
     let (user_id, token) = app.seed_users(1).await.remove(0);
     let blocker = app.hold_stock_row(voucher).await;
@@ -260,8 +260,8 @@ async fn a_graceful_shutdown_finishes_the_order_in_flight() {
 /// test to join one group.
 async fn grouping_app(adjust: impl FnOnce(&mut hmdp::Config)) -> TestApp {
     TestApp::spawn_with(|c| {
-        c.order_batch_max = 64;
-        c.order_batch_wait_ms = 1_000;
+        c.seckill.order_batch_max = 64;
+        c.seckill.order_batch_wait_ms = 1_000;
         adjust(c);
     })
     .await
@@ -270,8 +270,8 @@ async fn grouping_app(adjust: impl FnOnce(&mut hmdp::Config)) -> TestApp {
 #[tokio::test]
 async fn a_group_commit_worker_ends_once_its_voucher_went_idle_and_at_shutdown() {
     let mut app = TestApp::spawn_with(|c| {
-        c.order_batch_max = 64;
-        c.order_batch_worker_idle_ms = 300;
+        c.seckill.order_batch_max = 64;
+        c.seckill.order_batch_worker_idle_ms = 300;
     })
     .await;
     let (first, second) = (app.open_seckill(10).await, app.open_seckill(10).await);
@@ -315,7 +315,7 @@ async fn ten_units_for_sixty_four_users_are_taken_in_one_group_by_exactly_ten() 
 
 #[tokio::test]
 async fn a_group_with_a_duplicate_a_lost_lock_and_a_refused_row_commits_only_the_good_orders() {
-    let app = grouping_app(|c| c.lock_watchdog_ttl_ms = 300).await;
+    let app = grouping_app(|c| c.seckill.lock_watchdog_ttl_ms = 300).await;
     let voucher = app.open_seckill(20).await;
     let users = app.seed_users(8).await;
     let (duplicate, lost, refused) = (&users[0], &users[1], &users[2]);
@@ -395,8 +395,8 @@ async fn a_duplicate_answer_names_the_order_held_and_mine_lists_the_orders_newes
 async fn a_lost_commit_answer_is_looked_up(batch: usize) {
     let proxy = common::proxy::Proxy::to_database().await;
     let app = TestApp::spawn_with(|c| {
-        c.database_url = c.database_url.replace(&common::database_server_url(), &proxy.url());
-        c.order_batch_max = batch;
+        c.db.url = c.db.url.replace(&common::database_server_url(), &proxy.url());
+        c.seckill.order_batch_max = batch;
     })
     .await;
     let voucher = app.open_seckill(5).await;
@@ -429,8 +429,8 @@ async fn a_group_whose_commit_answer_is_lost_is_looked_up_and_answered_as_placed
 /// nothing is committed after the answer, even once the row frees.
 async fn an_order_past_its_deadline_gives_up(batch: usize) {
     let app = TestApp::spawn_with(|c| {
-        c.request_deadline_ms = 500;
-        c.order_batch_max = batch;
+        c.seckill.request_deadline_ms = 500;
+        c.seckill.order_batch_max = batch;
     })
     .await;
     let voucher = app.open_seckill(5).await;
@@ -463,9 +463,9 @@ async fn a_grouped_order_past_its_deadline_is_answered_503_and_never_committed()
 #[tokio::test]
 async fn beyond_the_queue_bound_orders_are_refused_at_once() {
     let app = TestApp::spawn_with(|c| {
-        c.order_batch_max = 1;
-        c.hot_row_permits = 1;
-        c.hot_row_queue_max = 2;
+        c.seckill.order_batch_max = 1;
+        c.seckill.hot_row_permits = 1;
+        c.seckill.hot_row_queue_max = 2;
     })
     .await;
     let voucher = app.open_seckill(10).await;

@@ -18,9 +18,9 @@ use reqwest::StatusCode;
 /// Async mode with recovery bounds short enough for a test.
 async fn async_app() -> TestApp {
     TestApp::spawn_with(|c| {
-        c.seckill_mode = SeckillMode::Async;
-        c.async_claim_idle_ms = 300;
-        c.async_max_deliveries = 2;
+        c.seckill.mode = SeckillMode::Async;
+        c.seckill.async_claim_idle_ms = 300;
+        c.seckill.async_max_deliveries = 2;
     })
     .await
 }
@@ -218,10 +218,10 @@ async fn entries_of_an_instance_killed_mid_batch_are_taken_over_by_the_other_and
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let mut doomed = std::process::Command::new(env!("CARGO_BIN_EXE_hmdp"))
         .arg("serve")
-        .env("DATABASE_URL", &config.database_url)
-        .env("REDIS_URL", &config.redis_url)
-        .env("REDIS_KEY_PREFIX", &config.redis_key_prefix)
-        .env("JWT_SECRET", &config.jwt_secret)
+        .env("DATABASE_URL", &config.db.url)
+        .env("REDIS_URL", &config.redis.url)
+        .env("REDIS_KEY_PREFIX", &config.redis.key_prefix)
+        .env("JWT_SECRET", &config.auth.jwt_secret)
         .env("BIND_ADDR", format!("127.0.0.1:{port}"))
         .env("INSTANCE_ID", "doomed")
         .env("SECKILL_MODE", "async")
@@ -262,8 +262,8 @@ async fn entries_of_an_instance_killed_mid_batch_are_taken_over_by_the_other_and
 
     let survivor = app
         .spawn_peer(|c| {
-            c.seckill_mode = SeckillMode::Async;
-            c.async_claim_idle_ms = 300;
+            c.seckill.mode = SeckillMode::Async;
+            c.seckill.async_claim_idle_ms = 300;
         })
         .await;
     held.rollback().await.unwrap();
@@ -280,8 +280,8 @@ async fn entries_of_an_instance_killed_mid_batch_are_taken_over_by_the_other_and
 async fn an_order_whose_script_answer_is_lost_to_a_stalled_redis_is_answered_by_what_redis_holds() {
     let proxy = common::proxy::Proxy::to_redis().await;
     let app = TestApp::spawn_with(|c| {
-        c.seckill_mode = SeckillMode::Async;
-        c.redis_url = proxy.redis_url();
+        c.seckill.mode = SeckillMode::Async;
+        c.redis.url = proxy.redis_url();
     })
     .await;
     let voucher = app.open_seckill(5).await;

@@ -24,7 +24,7 @@ async fn admin_routes_need_the_right_key() {
 
 #[tokio::test]
 async fn without_a_configured_admin_key_admin_routes_are_closed_to_everyone() {
-    let app = TestApp::spawn_with(|c| c.admin_key = None).await;
+    let app = TestApp::spawn_with(|c| c.server.admin_key = None).await;
     let body = seckill_body(10, BEGIN, END);
     expect_error(app.post_json("/voucher/seckill", Some(ADMIN_KEY), &body).await, StatusCode::FORBIDDEN, "FORBIDDEN")
         .await;

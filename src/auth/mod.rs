@@ -60,10 +60,10 @@ pub struct LoginLimits {
 impl LoginLimits {
     pub fn from_config(config: &Config) -> Self {
         Self {
-            codes_per_addr: Limit::per(config.sms_codes_per_addr_hour, HOUR),
-            codes_per_phone: Limit::per(config.sms_codes_per_phone_day, DAY),
-            logins_per_addr: Limit::per(config.logins_per_addr_hour, HOUR),
-            failures_per_phone: Limit::per(config.login_failures_per_phone_day, DAY),
+            codes_per_addr: Limit::per(config.limits.sms_codes_per_addr_hour, HOUR),
+            codes_per_phone: Limit::per(config.limits.sms_codes_per_phone_day, DAY),
+            logins_per_addr: Limit::per(config.limits.logins_per_addr_hour, HOUR),
+            failures_per_phone: Limit::per(config.limits.login_failures_per_phone_day, DAY),
         }
     }
 }

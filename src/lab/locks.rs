@@ -158,7 +158,7 @@ pub async fn run(
     let key = format!("{prefix}lockpit:{}:{}", scenario.experiment().name().replace(' ', "-"), uuid::Uuid::new_v4());
     let room = Arc::new(Room::default());
     let service = matches!(scenario, LockScenario::LeaseShorterThanWork | LockScenario::Watchdog).then(|| {
-        let client = redis::Client::open(config.redis_url.as_str()).expect("REDIS_URL was parsed at start");
+        let client = redis::Client::open(config.redis.url.as_str()).expect("REDIS_URL was parsed at start");
         LockService::new(client, redis.clone(), LockConfig { watchdog_ttl: TTL })
     });
     let started = Instant::now();

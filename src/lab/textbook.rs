@@ -95,7 +95,7 @@ pub async fn run(
             .await
         }
         Experiment::OneLock | Experiment::Segmented => {
-            let redis = startup::connect_redis(&config.redis_url).await?;
+            let redis = startup::connect_redis(&config.redis.url).await?;
             let segmented = Arc::new(SegmentLocks::new(config, redis, lab_prefix, voucher, segments)?);
             let refused = refused_with_stock_left.clone();
             drive::drive(requests, scale.concurrency, move |user| {
@@ -305,11 +305,11 @@ impl SegmentLocks {
         voucher: u64,
         segments: u32,
     ) -> anyhow::Result<Self> {
-        let client = redis::Client::open(config.redis_url.as_str())?;
+        let client = redis::Client::open(config.redis.url.as_str())?;
         let locks = LockService::new(
             client,
             redis,
-            LockConfig { watchdog_ttl: Duration::from_millis(config.lock_watchdog_ttl_ms) },
+            LockConfig { watchdog_ttl: Duration::from_millis(config.seckill.lock_watchdog_ttl_ms) },
         );
         Ok(Self {
             locks,

@@ -56,22 +56,22 @@ pub struct Dependencies {
 }
 
 impl Seckill {
-    /// Builds the service in `config.seckill_mode`, the one place the mode
+    /// Builds the service in `config.seckill.mode`, the one place the mode
     /// is chosen. The asynchronous mode's consumer gets a Redis connection
     /// of its own; it starts with `start`.
     pub async fn build(config: &Config, instance: &str, deps: Dependencies) -> anyhow::Result<Self> {
         let Dependencies { db, redis, keys, order_ids, locks } = deps;
         let (stop, tasks) = (CancellationToken::new(), TaskTracker::new());
-        let gates = VoucherGates::new(config.hot_row_permits, config.hot_row_queue_max);
-        let deadline = Duration::from_millis(config.request_deadline_ms);
-        let mode = match config.seckill_mode {
+        let gates = VoucherGates::new(config.seckill.hot_row_permits, config.seckill.hot_row_queue_max);
+        let deadline = Duration::from_millis(config.seckill.request_deadline_ms);
+        let mode = match config.seckill.mode {
             SeckillMode::Sync => Mode::Sync(Arc::new(SyncOrders {
-                group_commit: (config.order_batch_max > 1).then(|| {
+                group_commit: (config.seckill.order_batch_max > 1).then(|| {
                     GroupCommitter::new(
                         db.clone(),
-                        config.order_batch_max,
-                        Duration::from_millis(config.order_batch_wait_ms),
-                        Duration::from_millis(config.order_batch_worker_idle_ms),
+                        config.seckill.order_batch_max,
+                        Duration::from_millis(config.seckill.order_batch_wait_ms),
+                        Duration::from_millis(config.seckill.order_batch_worker_idle_ms),
                         stop.clone(),
                         tasks.clone(),
                     )
@@ -86,23 +86,23 @@ impl Seckill {
             SeckillMode::Async => {
                 // Blocking reads would hold up every command behind them on a
                 // shared connection; the response timeout outlasts the block.
-                let blocking = connect_redis_with(&config.redis_url, CONSUMER_BLOCK + Duration::from_secs(2)).await?;
-                let claim_idle = Duration::from_millis(config.async_claim_idle_ms);
+                let blocking = connect_redis_with(&config.redis.url, CONSUMER_BLOCK + Duration::from_secs(2)).await?;
+                let claim_idle = Duration::from_millis(config.seckill.async_claim_idle_ms);
                 let consumer = Consumer {
                     db: db.clone(),
                     blocking,
                     redis: redis.clone(),
                     keys: keys.clone(),
                     name: instance.to_owned(),
-                    batch_max: config.async_batch_max,
+                    batch_max: config.seckill.async_batch_max,
                     claim_idle,
                     recovery: asynchronous::Recovery {
                         db: db.clone(),
                         redis: redis.clone(),
                         name: instance.to_owned(),
-                        page: config.async_batch_max,
+                        page: config.seckill.async_batch_max,
                         claim_idle,
-                        max_deliveries: config.async_max_deliveries,
+                        max_deliveries: config.seckill.async_max_deliveries,
                     },
                 };
                 let orders = AsyncOrders {

@@ -25,7 +25,7 @@ where
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
         let config = Arc::<Config>::from_ref(state);
-        let Some(expected) = config.admin_key.as_deref() else {
+        let Some(expected) = config.server.admin_key.as_deref() else {
             return Err(ApiError::Forbidden);
         };
         let given = parts.headers.get(ADMIN_KEY_HEADER).map(|v| v.as_bytes()).unwrap_or_default();

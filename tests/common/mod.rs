@@ -12,7 +12,14 @@ pub mod proxy;
 use std::{ops::Deref, time::Duration};
 
 pub use api::{Api, Outcome, expect_error, expect_ok, instances, outcome, seckill_body, tally};
-use hmdp::{AppState, Config, keys::Keys, startup::Application};
+use hmdp::{
+    AppState, Config,
+    config::{
+        AuthSettings, DatabaseSettings, LimitSettings, RedisSettings, SeckillMode, SeckillSettings, ServerSettings,
+    },
+    keys::Keys,
+    startup::Application,
+};
 use redis::{AsyncCommands, aio::ConnectionManager};
 use reqwest::StatusCode;
 use sqlx::MySqlPool;
@@ -39,34 +46,37 @@ pub fn test_config() -> (Config, String, String) {
     let database = format!("hmdp_test_{tag}");
     let prefix = format!("test:{tag}:");
     let config = Config {
-        database_url: format!("{}/{database}", database_server_url()),
-        redis_url: redis_url(),
-        jwt_secret: JWT_SECRET.into(),
-        admin_key: Some(ADMIN_KEY.into()),
-        bind_addr: "127.0.0.1:0".into(),
-        instance_id: None,
-        redis_key_prefix: prefix.clone(),
-        db_max_connections: 32,
-        hot_row_permits: 8,
-        hot_row_queue_max: 4_096,
-        request_deadline_ms: 10_000,
-        lock_watchdog_ttl_ms: 30_000,
-        seckill_mode: hmdp::config::SeckillMode::Sync,
-        // scripts/test runs the seckill tests once more with ORDER_BATCH_MAX=1.
-        order_batch_max: std::env::var("ORDER_BATCH_MAX").ok().and_then(|v| v.parse().ok()).unwrap_or(64),
-        order_batch_wait_ms: 0,
-        order_batch_worker_idle_ms: 60_000,
-        log_sms_codes: false,
+        db: DatabaseSettings { url: format!("{}/{database}", database_server_url()), max_connections: 32 },
+        redis: RedisSettings { url: redis_url(), key_prefix: prefix.clone() },
+        server: ServerSettings {
+            bind_addr: "127.0.0.1:0".into(),
+            instance_id: None,
+            admin_key: Some(ADMIN_KEY.into()),
+        },
+        auth: AuthSettings { jwt_secret: JWT_SECRET.into(), log_sms_codes: false },
         // Generous: the limit tests set their own.
-        sms_codes_per_phone_day: 10_000,
-        login_failures_per_phone_day: 10_000,
-        sms_codes_per_addr_hour: 10_000,
-        logins_per_addr_hour: 10_000,
-        orders_per_user_10s: 10_000,
-        order_id_block: 100,
-        async_batch_max: 500,
-        async_claim_idle_ms: 5_000,
-        async_max_deliveries: 3,
+        limits: LimitSettings {
+            sms_codes_per_phone_day: 10_000,
+            login_failures_per_phone_day: 10_000,
+            sms_codes_per_addr_hour: 10_000,
+            logins_per_addr_hour: 10_000,
+            orders_per_user_10s: 10_000,
+        },
+        seckill: SeckillSettings {
+            mode: SeckillMode::Sync,
+            request_deadline_ms: 10_000,
+            order_id_block: 100,
+            lock_watchdog_ttl_ms: 30_000,
+            // scripts/test runs the seckill tests once more with ORDER_BATCH_MAX=1.
+            order_batch_max: std::env::var("ORDER_BATCH_MAX").ok().and_then(|v| v.parse().ok()).unwrap_or(64),
+            order_batch_wait_ms: 0,
+            order_batch_worker_idle_ms: 60_000,
+            hot_row_permits: 8,
+            hot_row_queue_max: 4_096,
+            async_batch_max: 500,
+            async_claim_idle_ms: 5_000,
+            async_max_deliveries: 3,
+        },
     };
     (config, database, prefix)
 }
@@ -104,8 +114,8 @@ impl TestApp {
     /// `INSTANCE_ID`), as the two instances behind nginx are.
     pub async fn spawn_peer(&self, adjust: impl FnOnce(&mut Config)) -> Self {
         let mut config = (*self.state.config).clone();
-        config.bind_addr = "127.0.0.1:0".into();
-        config.instance_id = None;
+        config.server.bind_addr = "127.0.0.1:0".into();
+        config.server.instance_id = None;
         adjust(&mut config);
         Self::start(config, self.database.clone(), false).await
     }
@@ -122,7 +132,7 @@ impl TestApp {
             api,
             db: state.db.clone(),
             redis: state.redis.clone(),
-            keys: Keys::new(&state.config.redis_key_prefix),
+            keys: Keys::new(&state.config.redis.key_prefix),
             state,
             database,
             owns_data,
