@@ -6,9 +6,12 @@ FROM rust:1-bookworm AS build
 WORKDIR /src
 COPY Cargo.toml Cargo.lock ./
 COPY src src
+# The workspace's other members (the lab, the load tool) must be there for
+# Cargo to read the workspace; only the service is built.
+COPY crates crates
 COPY migrations migrations
 COPY lua lua
-RUN cargo build --release --locked --bin hmdp
+RUN cargo build --release --locked -p hmdp --bin hmdp
 
 FROM debian:bookworm-slim
 RUN apt-get update \

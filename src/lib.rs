@@ -3,8 +3,8 @@
 //! Where a request goes, by folder: `http` (envelope, errors, request id,
 //! tracing), `auth` (SMS code login, sessions, the refresh and login
 //! layers), `ids` (order ids), `lock` (the per-user Redis lock), `voucher`
-//! (admin and listing), `seckill` (placing orders); `lab` measures the
-//! classic strategies side by side.
+//! (admin and listing), `seckill` (placing orders). The strategy lab and
+//! the load tool are crates of their own (`crates/`), built on this one.
 
 pub mod auth;
 pub mod config;
@@ -13,7 +13,6 @@ pub mod dependency;
 pub mod http;
 pub mod ids;
 pub mod keys;
-pub mod lab;
 pub mod lock;
 pub mod monitoring;
 pub mod openapi;

@@ -19,7 +19,7 @@ use super::{
     Experiment, LOCK_WAIT, Scale, StrategyRun,
     drive::{self, Audit, Refusal},
 };
-use crate::{
+use hmdp::{
     Config,
     lock::{Holder, LockConfig, LockService},
     startup,

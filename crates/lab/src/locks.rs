@@ -16,7 +16,7 @@ use redis::{AsyncCommands, aio::ConnectionManager};
 use serde::Serialize;
 
 use super::{Experiment, LOCK_WAIT};
-use crate::{
+use hmdp::{
     Config,
     lock::{Holder, LockConfig, LockService},
 };

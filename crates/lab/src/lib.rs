@@ -25,7 +25,7 @@ pub use drive::Audit;
 pub use locks::{LockRun, LockScenario};
 pub use report::{LabReport, StrategyRun};
 
-use crate::{Config, startup};
+use hmdp::{Config, startup};
 
 #[derive(Clone, Debug, Args)]
 pub struct LabOptions {

@@ -26,6 +26,7 @@ use anyhow::Context;
 use clap::Parser;
 use hmdp::{
     auth::{SessionStore, TokenKeys, seed_users},
+    config::{DatabaseSettings, RedisSettings},
     keys::Keys,
     startup::{connect_database, connect_redis},
 };
@@ -33,7 +34,7 @@ use serde_json::{Value, json};
 
 use report::{Outcome, Recorder};
 
-#[derive(Parser, Debug)]
+#[derive(Parser)]
 #[command(name = "seckill-load", about = "Load-test the seckill route, then audit the database")]
 struct Args {
     #[arg(long, default_value = "http://127.0.0.1:8080")]
@@ -72,17 +73,18 @@ struct Args {
     /// Fail when any request ended outside the expected outcomes.
     #[arg(long)]
     fail_on_other: bool,
-    #[arg(long, env = "DATABASE_URL", default_value = "mysql://root@127.0.0.1:3306/hmdp")]
-    database_url: String,
-    #[arg(long, env = "REDIS_URL", default_value = "redis://127.0.0.1:6379")]
-    redis_url: String,
+    /// For the audit: the service's database.
+    #[command(flatten)]
+    db: DatabaseSettings,
+    /// For the audit and seeding: the service's Redis, and its
+    /// REDIS_KEY_PREFIX to find the asynchronous mode's keys.
+    #[command(flatten)]
+    redis: RedisSettings,
+    /// Optional here, unlike `hmdp serve`: only `--users` needs it.
     #[arg(long, env = "JWT_SECRET", hide_env_values = true)]
     jwt_secret: Option<String>,
     #[arg(long, env = "ADMIN_KEY", hide_env_values = true)]
     admin_key: Option<String>,
-    /// The service's REDIS_KEY_PREFIX, to find the asynchronous mode's keys.
-    #[arg(long, env = "REDIS_KEY_PREFIX", default_value = "")]
-    redis_key_prefix: String,
     /// How long to wait, after the last answer, for every success to have
     /// its row (the asynchronous mode persists after answering).
     #[arg(long, default_value_t = 60.0)]
@@ -111,7 +113,7 @@ async fn main() -> anyhow::Result<()> {
     // A thousand connections need more than the usual 1024 descriptors.
     let _ = rlimit::increase_nofile_limit(65_536);
 
-    let db = connect_database(&args.database_url, 4).await?;
+    let db = connect_database(&args.db.url, 4).await?;
     let tokens = load_tokens(&args, &db).await?;
     anyhow::ensure!(!tokens.is_empty(), "no users: give --users N or --tokens FILE");
 
@@ -200,10 +202,10 @@ async fn main() -> anyhow::Result<()> {
     // A fresh pool for what follows: a fault run may have killed the idle
     // connections of the first one while the sale ran.
     db.close().await;
-    let db = connect_database(&args.database_url, 4).await?;
+    let db = connect_database(&args.db.url, 4).await?;
     let rows_landed = wait_for_rows(&db, voucher, before.orders + successes as i64, drain_timeout).await?;
-    let mut redis = connect_redis(&args.redis_url).await?;
-    let keys = Keys::new(&args.redis_key_prefix);
+    let mut redis = connect_redis(&args.redis.url).await?;
+    let keys = Keys::new(&args.redis.key_prefix);
     let reconciliation = wait_for_drain(&db, &mut redis, &keys, voucher, drain_timeout).await?;
     let after = audit::Snapshot::read(&db, voucher).await?;
     let mut audit = audit::Audit::new(&db, voucher, &before, &after, successes).await?;
@@ -366,7 +368,7 @@ async fn load_tokens(args: &Args, db: &sqlx::MySqlPool) -> anyhow::Result<Vec<Us
     let Some(count) = args.users else { return Ok(Vec::new()) };
     let secret = args.jwt_secret.as_deref().context("--users needs JWT_SECRET (the stack's)")?;
     let started = Instant::now();
-    let sessions = SessionStore::new(connect_redis(&args.redis_url).await?, Keys::new(""));
+    let sessions = SessionStore::new(connect_redis(&args.redis.url).await?, Keys::new(""));
     let users = seed_users(db, &sessions, &TokenKeys::new(secret.as_bytes()), args.first_phone, count).await?;
     eprintln!("seeded {count} users in {:.1?}", started.elapsed());
     Ok(users.into_iter().map(|u| User { id: Some(u.id), token: u.token }).collect())

@@ -2,9 +2,10 @@
 //! must be correct pass their audit, and the broken ones break on every
 //! run, because the lab makes their race certain.
 
-mod common;
+#[path = "../../../tests/common/scratch.rs"]
+mod scratch;
 
-use hmdp::lab::{self, Experiment, LabOptions, LabReport};
+use hmdp_lab::{Experiment, LabOptions, LabReport};
 
 fn small(only: &[Experiment]) -> LabOptions {
     LabOptions {
@@ -18,9 +19,9 @@ fn small(only: &[Experiment]) -> LabOptions {
 }
 
 async fn run_lab(options: &LabOptions) -> LabReport {
-    let (config, database, prefix) = common::test_config();
-    let report = lab::run(&config, options).await;
-    common::cleanup(database, prefix).await;
+    let (config, database, prefix) = scratch::test_config();
+    let report = hmdp_lab::run(&config, options).await;
+    scratch::cleanup(database, prefix).await;
     report.expect("the lab ran")
 }
 

@@ -13,7 +13,7 @@ use super::{
     drive::{self, Audit, Refusal},
     textbook::new_voucher,
 };
-use crate::{Config, config::SeckillMode, http::ApiError, seckill, startup::Application};
+use hmdp::{Config, config::SeckillMode, http::ApiError, seckill, startup::Application};
 
 /// How long the asynchronous strategy may take to persist what it accepted.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(300);
