@@ -5,12 +5,12 @@
 
 /// Redis could not be reached or did not answer in time, as opposed to a
 /// command that Redis refused.
-pub fn redis_unreachable(err: &redis::RedisError) -> bool {
+pub(crate) fn redis_unreachable(err: &redis::RedisError) -> bool {
     err.is_io_error() || err.is_connection_dropped() || err.is_timeout() || err.is_connection_refusal()
 }
 
 /// MariaDB could not be reached, as opposed to a statement it refused.
-pub fn db_unreachable(err: &sqlx::Error) -> bool {
+pub(crate) fn db_unreachable(err: &sqlx::Error) -> bool {
     matches!(err, sqlx::Error::Io(_) | sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed | sqlx::Error::Tls(_))
 }
 

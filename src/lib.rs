@@ -1,3 +1,4 @@
+#![warn(unreachable_pub)]
 //! hmdp-rs: a voucher flash-sale (seckill) backend.
 //!
 //! Where a request goes, by folder: `http` (envelope, errors, request id,
@@ -8,18 +9,18 @@
 
 pub mod auth;
 pub mod config;
-pub mod connect;
+mod connect;
 pub mod dependency;
-pub mod http;
+mod http;
 pub mod ids;
 pub mod keys;
 pub mod lock;
-pub mod monitoring;
-pub mod openapi;
+mod monitoring;
+mod openapi;
 pub mod seckill;
 pub mod startup;
-pub mod state;
-pub mod voucher;
+mod state;
+mod voucher;
 
 use axum::{Router, middleware};
 

@@ -41,11 +41,11 @@ use utoipa_swagger_ui::SwaggerUi;
         (name = "operations", description = "Health, readiness, metrics"),
     )
 )]
-pub struct ApiDoc;
+pub(crate) struct ApiDoc;
 
 /// Names of the security schemes the handlers refer to.
-pub const USER_TOKEN: &str = "token";
-pub const ADMIN_KEY: &str = "adminKey";
+pub(crate) const USER_TOKEN: &str = "token";
+pub(crate) const ADMIN_KEY: &str = "adminKey";
 
 struct Security;
 
@@ -70,6 +70,6 @@ impl Modify for Security {
 }
 
 /// `/openapi.json` and Swagger UI under `/docs`.
-pub fn routes<S: Clone + Send + Sync + 'static>() -> Router<S> {
+pub(crate) fn routes<S: Clone + Send + Sync + 'static>() -> Router<S> {
     SwaggerUi::new("/docs").url("/openapi.json", ApiDoc::openapi()).into()
 }

@@ -21,7 +21,7 @@ use crate::{
     state::AppState,
 };
 
-pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
+pub(crate) static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
 
 /// A bound, not yet serving, instance.
 pub struct Application {
@@ -66,7 +66,7 @@ impl Application {
     }
 }
 
-pub async fn build_state(config: Config) -> anyhow::Result<AppState> {
+pub(crate) async fn build_state(config: Config) -> anyhow::Result<AppState> {
     let db = connect_database(&config.db.url, config.db.max_connections).await?;
     migrate(&db).await?;
     verify_safety_constraints(&db).await?;
@@ -123,7 +123,7 @@ pub async fn migrate(db: &MySqlPool) -> anyhow::Result<()> {
 /// without the constraints that make the database the last word on
 /// overselling and on one order per user. Without them the service must
 /// not serve.
-pub async fn verify_safety_constraints(db: &MySqlPool) -> anyhow::Result<()> {
+pub(crate) async fn verify_safety_constraints(db: &MySqlPool) -> anyhow::Result<()> {
     let unique: Option<String> = sqlx::query_scalar(
         "SELECT GROUP_CONCAT(COLUMN_NAME ORDER BY SEQ_IN_INDEX) FROM information_schema.STATISTICS
          WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'tb_voucher_order'

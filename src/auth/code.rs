@@ -11,7 +11,7 @@ use crate::{
     keys::Keys,
 };
 
-pub const CODE_LEN: usize = 6;
+pub(super) const CODE_LEN: usize = 6;
 
 static CONSUME_CODE: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("../../lua/consume_code.lua")));
 
@@ -118,7 +118,7 @@ impl CodeStore {
 }
 
 /// `138****0000`: enough to tell phones apart in a log, not to log in as one.
-pub fn mask_phone(phone: &str) -> String {
+pub(super) fn mask_phone(phone: &str) -> String {
     match (phone.get(..3), phone.get(phone.len().saturating_sub(4)..)) {
         (Some(head), Some(tail)) if phone.len() > 7 => format!("{head}****{tail}"),
         _ => "****".to_owned(),

@@ -15,7 +15,7 @@ use crate::http::ApiError;
 /// The logged-in user of this request, put into the extensions by
 /// `refresh_session`.
 #[derive(Debug, Clone)]
-pub struct CurrentUser {
+pub(crate) struct CurrentUser {
     pub id: u64,
     pub session_id: String,
     pub profile: UserProfile,
@@ -28,7 +28,7 @@ struct SessionLookupFailed;
 
 /// Never rejects: a missing, bad or dead token simply leaves the request
 /// without a user, and the routes that need one say so.
-pub async fn refresh_session(State(auth): State<Auth>, mut req: Request, next: Next) -> Response {
+pub(crate) async fn refresh_session(State(auth): State<Auth>, mut req: Request, next: Next) -> Response {
     if let Some(token) = bearer_token(req.headers())
         && let Ok(claims) = auth.tokens.verify(token)
     {
@@ -46,7 +46,7 @@ pub async fn refresh_session(State(auth): State<Auth>, mut req: Request, next: N
     next.run(req).await
 }
 
-pub async fn require_login(req: Request, next: Next) -> Response {
+pub(crate) async fn require_login(req: Request, next: Next) -> Response {
     let extensions = req.extensions();
     if extensions.get::<CurrentUser>().is_some() {
         next.run(req).await

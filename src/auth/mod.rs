@@ -18,11 +18,10 @@ use serde::{Deserialize, Serialize};
 use sqlx::MySqlPool;
 
 pub use code::{CodeError, CodeStore};
-pub use layers::{CurrentUser, refresh_session, require_login};
+pub(crate) use layers::{CurrentUser, refresh_session, require_login};
 pub use seed::{SeededUser, seed_users};
 pub use session::{SessionStore, UserProfile};
 pub use token::{Claims, TokenKeys};
-pub use users::find_or_create_by_phone;
 
 use crate::{
     config::Config,
@@ -80,7 +79,7 @@ impl From<CodeError> for ApiError {
 }
 
 /// Routes anyone may call.
-pub fn public_routes<S>() -> Router<S>
+pub(crate) fn public_routes<S>() -> Router<S>
 where
     S: Clone + Send + Sync + 'static,
     Auth: FromRef<S>,
@@ -91,7 +90,7 @@ where
 }
 
 /// Routes that need a logged-in user; the caller adds `require_login`.
-pub fn user_routes<S>() -> Router<S>
+pub(crate) fn user_routes<S>() -> Router<S>
 where
     S: Clone + Send + Sync + 'static,
     Auth: FromRef<S>,
@@ -100,7 +99,7 @@ where
 }
 
 /// The login layer for a router of protected routes.
-pub fn protect<S: Clone + Send + Sync + 'static>(router: Router<S>) -> Router<S> {
+pub(crate) fn protect<S: Clone + Send + Sync + 'static>(router: Router<S>) -> Router<S> {
     router.route_layer(middleware::from_fn(require_login))
 }
 
@@ -202,7 +201,7 @@ pub(crate) async fn logout(State(auth): State<Auth>, user: CurrentUser) -> ApiRe
 }
 
 /// Mainland mobile numbers: `^1[3-9]\d{9}$`.
-pub fn validate_phone(phone: &str) -> ApiResult<&str> {
+pub(crate) fn validate_phone(phone: &str) -> ApiResult<&str> {
     let b = phone.as_bytes();
     let ok = b.len() == 11 && b[0] == b'1' && (b'3'..=b'9').contains(&b[1]) && b.iter().all(u8::is_ascii_digit);
     if ok { Ok(phone) } else { Err(ApiError::validation("phone must be 11 digits like 13800000000")) }

@@ -10,7 +10,7 @@ const NICK_NAME_PREFIX: &str = "user_";
 /// The first login of a phone creates its user. Two first logins racing for
 /// one phone both end up with the same row: the UNIQUE phone index decides
 /// and the loser's insert turns into a no-op.
-pub async fn find_or_create_by_phone(db: &MySqlPool, phone: &str) -> sqlx::Result<UserProfile> {
+pub(super) async fn find_or_create_by_phone(db: &MySqlPool, phone: &str) -> sqlx::Result<UserProfile> {
     if let Some(user) = find_by_phone(db, phone).await? {
         return Ok(user);
     }

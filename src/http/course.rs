@@ -12,10 +12,10 @@ use axum::{
     response::Response,
 };
 
-pub const X_API_STYLE: HeaderName = HeaderName::from_static("x-api-style");
-pub const COURSE_STYLE: &str = "course";
+const X_API_STYLE: HeaderName = HeaderName::from_static("x-api-style");
+const COURSE_STYLE: &str = "course";
 
-pub async fn answer_failures_with_200(req: Request, next: Next) -> Response {
+pub(super) async fn answer_failures_with_200(req: Request, next: Next) -> Response {
     let course =
         req.headers().get(&X_API_STYLE).is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(COURSE_STYLE.as_bytes()));
     let mut response = next.run(req).await;

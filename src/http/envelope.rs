@@ -10,7 +10,7 @@ use serde::Serialize;
 
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Envelope<T> {
+pub(crate) struct Envelope<T> {
     success: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     data: Option<T>,
@@ -23,29 +23,29 @@ pub struct Envelope<T> {
 }
 
 impl<T> Envelope<T> {
-    pub fn failure(msg: String, code: &'static str, data: Option<T>) -> Self {
+    pub(crate) fn failure(msg: String, code: &'static str, data: Option<T>) -> Self {
         Self { success: false, data, total: None, error_msg: Some(msg), error_code: Some(code) }
     }
 }
 
 /// A successful answer; handlers return `ApiResult<Reply<T>>`.
 #[derive(Debug)]
-pub struct Reply<T>(Envelope<T>);
+pub(crate) struct Reply<T>(Envelope<T>);
 
 impl<T> Reply<T> {
-    pub fn data(data: T) -> Self {
+    pub(crate) fn data(data: T) -> Self {
         Self(Envelope { success: true, data: Some(data), total: None, error_msg: None, error_code: None })
     }
 }
 
 impl<T> Reply<Vec<T>> {
-    pub fn list(items: Vec<T>) -> Self {
+    pub(crate) fn list(items: Vec<T>) -> Self {
         let total = items.len() as u64;
         Self::page(items, total)
     }
 
     /// One page of a longer list: `total` counts them all.
-    pub fn page(items: Vec<T>, total: u64) -> Self {
+    pub(crate) fn page(items: Vec<T>, total: u64) -> Self {
         let mut ok = Self::data(items);
         ok.0.total = Some(total);
         ok
@@ -54,7 +54,7 @@ impl<T> Reply<Vec<T>> {
 
 impl Reply<()> {
     /// `{"success":true}` and nothing else.
-    pub fn done() -> Self {
+    pub(crate) fn done() -> Self {
         Self(Envelope { success: true, data: None, total: None, error_msg: None, error_code: None })
     }
 }
@@ -76,7 +76,7 @@ impl<T: Serialize> IntoResponse for Envelope<T> {
 /// whole list when `data` is one page of it.
 #[derive(Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
-pub struct Success<T> {
+pub(crate) struct Success<T> {
     /// Always true.
     pub success: bool,
     pub data: T,
@@ -85,7 +85,7 @@ pub struct Success<T> {
 
 /// The documented shape of `{"success":true}` with nothing else.
 #[derive(Serialize, utoipa::ToSchema)]
-pub struct Done {
+pub(crate) struct Done {
     /// Always true.
     pub success: bool,
 }
@@ -93,7 +93,7 @@ pub struct Done {
 /// The documented shape of every failure.
 #[derive(Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
-pub struct Failure {
+pub(crate) struct Failure {
     /// Always false.
     pub success: bool,
     /// For people; may change. Programs read `errorCode`.
@@ -103,10 +103,12 @@ pub struct Failure {
     pub data: Option<String>,
 }
 
-/// Every errorCode the service answers with.
+/// Every errorCode the service answers with. Only described, in the
+/// OpenAPI document: answers carry the code as `ApiError::code` spells it.
+#[allow(dead_code)]
 #[derive(Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
-pub enum ErrorCode {
+pub(crate) enum ErrorCode {
     Validation,
     Unauthorized,
     Forbidden,

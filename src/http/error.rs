@@ -44,7 +44,7 @@ pub enum ApiError {
     Internal(#[source] anyhow::Error),
 }
 
-pub type ApiResult<T> = Result<T, ApiError>;
+pub(crate) type ApiResult<T> = Result<T, ApiError>;
 
 impl ApiError {
     pub fn validation(msg: impl Into<String>) -> Self {

@@ -7,22 +7,22 @@ use super::error::ApiError;
 
 #[derive(FromRequest)]
 #[from_request(via(axum::Json), rejection(ApiError))]
-pub struct Json<T>(pub T);
+pub(crate) struct Json<T>(pub T);
 
 #[derive(FromRequestParts)]
 #[from_request(via(axum::extract::Path), rejection(ApiError))]
-pub struct Path<T>(pub T);
+pub(crate) struct Path<T>(pub T);
 
 #[derive(FromRequestParts)]
 #[from_request(via(axum::extract::Query), rejection(ApiError))]
-pub struct Query<T>(pub T);
+pub(crate) struct Query<T>(pub T);
 
 /// The client's address: `X-Real-IP` as nginx sets it (overwriting whatever
 /// a client sent), else the connection's peer. The instances listen on the
 /// loopback behind nginx; a deployment that exposes them directly should
 /// strip the header at its edge.
 #[derive(Debug, Clone)]
-pub struct ClientAddr(pub String);
+pub(crate) struct ClientAddr(pub String);
 
 impl<S: Send + Sync> axum::extract::FromRequestParts<S> for ClientAddr {
     type Rejection = std::convert::Infallible;

@@ -10,24 +10,24 @@ use super::envelope::Failure;
 /// A path parameter that does not parse.
 #[derive(IntoResponses)]
 #[response(status = 400, description = "VALIDATION: a path parameter is not a number")]
-pub struct BadPath(#[allow(dead_code)] Failure);
+pub(crate) struct BadPath(#[allow(dead_code)] Failure);
 
 /// A route behind the login layer.
 #[derive(IntoResponses)]
 #[response(status = 401, description = "UNAUTHORIZED: no token, or its session expired")]
-pub struct Unauthorized(#[allow(dead_code)] Failure);
+pub(crate) struct Unauthorized(#[allow(dead_code)] Failure);
 
 /// An admin route.
 #[derive(IntoResponses)]
 #[response(status = 403, description = "FORBIDDEN: admin key missing or wrong")]
-pub struct Forbidden(#[allow(dead_code)] Failure);
+pub(crate) struct Forbidden(#[allow(dead_code)] Failure);
 
 /// A route answered by a rate limit.
 #[derive(IntoResponses)]
 #[response(status = 429, description = "TOO_MANY_REQUESTS (with Retry-After when a rate limit refused it)")]
-pub struct RateLimited(#[allow(dead_code)] Failure);
+pub(crate) struct RateLimited(#[allow(dead_code)] Failure);
 
 /// Every route that reads MariaDB or Redis.
 #[derive(IntoResponses)]
 #[response(status = 503, description = "UNAVAILABLE: MariaDB or Redis unreachable")]
-pub struct Unavailable(#[allow(dead_code)] Failure);
+pub(crate) struct Unavailable(#[allow(dead_code)] Failure);

@@ -17,7 +17,7 @@ const READY_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// Generic over the app's state, so this plumbing needs nothing of the app
 /// but its two connections.
-pub fn routes<S>() -> Router<S>
+pub(crate) fn routes<S>() -> Router<S>
 where
     S: Clone + Send + Sync + 'static,
     MySqlPool: FromRef<S>,

@@ -10,7 +10,7 @@ use axum::{
     response::Response,
 };
 
-pub async fn record_request(req: Request, next: Next) -> Response {
+pub(super) async fn record_request(req: Request, next: Next) -> Response {
     let route = req.extensions().get::<MatchedPath>().map_or_else(|| "unmatched".to_owned(), |p| p.as_str().to_owned());
     let method = req.method().as_str().to_owned();
     let started = Instant::now();

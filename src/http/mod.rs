@@ -2,13 +2,13 @@
 //! extractors that answer in the envelope, and the layers every request
 //! passes through (request id, tracing span, instance header, panics).
 
-pub mod envelope;
-pub mod error;
-pub mod extract;
-pub mod failures;
-pub mod health;
-pub mod ratelimit;
-pub mod time;
+pub(crate) mod envelope;
+pub(crate) mod error;
+pub(crate) mod extract;
+pub(crate) mod failures;
+pub(crate) mod health;
+pub(crate) mod ratelimit;
+pub(crate) mod time;
 
 mod course;
 mod metrics;
@@ -30,12 +30,11 @@ use tower_http::{
     trace::TraceLayer,
 };
 
-pub use envelope::Reply;
-pub use error::{ApiError, ApiResult};
+pub(crate) use envelope::Reply;
+pub(crate) use error::{ApiError, ApiResult};
 
-pub const X_INSTANCE: HeaderName = HeaderName::from_static("x-instance");
-pub const X_REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
-pub use course::{COURSE_STYLE, X_API_STYLE};
+pub(crate) const X_INSTANCE: HeaderName = HeaderName::from_static("x-instance");
+pub(crate) const X_REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 
 /// Bodies of this API are small JSON documents; anything larger is a mistake
 /// or an attack.
@@ -44,7 +43,7 @@ const BODY_LIMIT: usize = 64 * 1024;
 /// Wraps the routes in the layers every request goes through. Outermost
 /// first: the request id exists before the span opens, so every log line of
 /// the request carries it, and it is echoed on the way out.
-pub fn with_plumbing(router: Router, instance_id: &str) -> Router {
+pub(crate) fn with_plumbing(router: Router, instance_id: &str) -> Router {
     let instance =
         HeaderValue::from_str(instance_id).unwrap_or_else(|_| HeaderValue::from_static("invalid-instance-id"));
     router

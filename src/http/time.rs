@@ -5,17 +5,17 @@
 use chrono::{NaiveDateTime, SecondsFormat};
 use serde::Serializer;
 
-pub fn rfc3339(t: &NaiveDateTime) -> String {
+pub(crate) fn rfc3339(t: &NaiveDateTime) -> String {
     t.and_utc().fixed_offset().to_rfc3339_opts(SecondsFormat::Secs, false)
 }
 
 /// For `#[serde(serialize_with = "crate::http::time::serialize")]`.
-pub fn serialize<S: Serializer>(t: &NaiveDateTime, s: S) -> Result<S::Ok, S::Error> {
+pub(crate) fn serialize<S: Serializer>(t: &NaiveDateTime, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_str(&rfc3339(t))
 }
 
 /// For optional columns; pair it with `skip_serializing_if = "Option::is_none"`.
-pub fn serialize_opt<S: Serializer>(t: &Option<NaiveDateTime>, s: S) -> Result<S::Ok, S::Error> {
+pub(crate) fn serialize_opt<S: Serializer>(t: &Option<NaiveDateTime>, s: S) -> Result<S::Ok, S::Error> {
     match t {
         Some(t) => serialize(t, s),
         None => s.serialize_none(),

@@ -30,7 +30,7 @@ pub(super) struct WaitTicket {
 }
 
 impl Waiters {
-    pub fn register(self: &Arc<Self>, key: &str) -> WaitTicket {
+    pub(super) fn register(self: &Arc<Self>, key: &str) -> WaitTicket {
         let mut map = self.by_key.lock().expect("waiters poisoned");
         let entry = map.entry(key.to_owned()).or_insert_with(|| (Arc::new(Notify::new()), 0));
         entry.1 += 1;

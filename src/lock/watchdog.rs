@@ -53,7 +53,7 @@ pub(super) enum Lease {
 }
 
 impl Lease {
-    pub fn ttl(self) -> Duration {
+    pub(super) fn ttl(self) -> Duration {
         match self {
             Lease::Watchdog(d) | Lease::Fixed(d) => d,
         }
@@ -75,7 +75,14 @@ fn give_up_margin(ttl: Duration) -> Duration {
 impl Holds {
     /// Records an acquisition. `sent_at` is taken before the acquire command
     /// was sent, so deadlines computed from it are never late.
-    pub fn acquired(&self, inner: &Arc<Inner>, id: HoldId, lease: Lease, sent_at: Instant, first: bool) -> Arc<Hold> {
+    pub(super) fn acquired(
+        &self,
+        inner: &Arc<Inner>,
+        id: HoldId,
+        lease: Lease,
+        sent_at: Instant,
+        first: bool,
+    ) -> Arc<Hold> {
         let mut map = self.by_lock.lock().expect("holds poisoned");
         if !first && let Some(hold) = map.get(&id).filter(|h| !h.lost.is_cancelled()) {
             // The script re-armed the key's TTL.
@@ -107,14 +114,14 @@ impl Holds {
     /// Records an unlock that released the last hold: renewal stops.
     /// Partial unlocks change nothing here (the watchdog renews the key,
     /// whatever its count).
-    pub fn released_last(&self, id: &HoldId) {
+    pub(super) fn released_last(&self, id: &HoldId) {
         if let Some(hold) = self.by_lock.lock().expect("holds poisoned").remove(id) {
             hold.stop.cancel();
         }
     }
 
     /// Ends `hold` as lost, unless a newer hold has replaced it.
-    pub fn lost(&self, inner: &Inner, id: &HoldId, hold: &Arc<Hold>) {
+    pub(super) fn lost(&self, inner: &Inner, id: &HoldId, hold: &Arc<Hold>) {
         {
             let mut map = self.by_lock.lock().expect("holds poisoned");
             if map.get(id).is_some_and(|h| Arc::ptr_eq(h, hold)) {

@@ -27,7 +27,7 @@ const LATENCY_BUCKETS: [f64; 14] =
 /// The `metrics` facade sends every event to one process-wide recorder, so
 /// the recorder is installed once per process and every app state built in
 /// it (several in tests) renders from the same handle.
-pub fn recorder() -> PrometheusHandle {
+pub(crate) fn recorder() -> PrometheusHandle {
     static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
     HANDLE
         .get_or_init(|| {
@@ -88,7 +88,7 @@ fn describe() {
     );
 }
 
-pub fn routes<S>() -> Router<S>
+pub(crate) fn routes<S>() -> Router<S>
 where
     S: Clone + Send + Sync + 'static,
     MySqlPool: FromRef<S>,

@@ -41,7 +41,7 @@ const GATES_MAX: usize = 1_024;
 const ENDED_KEPT: chrono::TimeDelta = chrono::TimeDelta::minutes(10);
 
 #[derive(Clone)]
-pub struct VoucherGates {
+pub(super) struct VoucherGates {
     permits_per_voucher: usize,
     queue_max: usize,
     gates: Arc<Mutex<HashMap<u64, Arc<Gate>>>>,
@@ -51,12 +51,12 @@ pub struct VoucherGates {
 
 /// The sale window of a seckill voucher, in UTC.
 #[derive(Debug, Clone, Copy)]
-pub struct SaleWindow {
+pub(super) struct SaleWindow {
     pub begin: NaiveDateTime,
     pub end: NaiveDateTime,
 }
 
-pub struct Gate {
+pub(super) struct Gate {
     pub window: SaleWindow,
     row: Arc<Semaphore>,
     sold_out: AtomicBool,
@@ -66,7 +66,7 @@ pub struct Gate {
 }
 
 /// A place in a gate's queue, given back when dropped.
-pub struct QueueSlot(Arc<Gate>);
+pub(super) struct QueueSlot(Arc<Gate>);
 
 impl Drop for QueueSlot {
     fn drop(&mut self) {
@@ -77,7 +77,7 @@ impl Drop for QueueSlot {
 impl Gate {
     /// The checks that need no table: the sale window, then the sold-out
     /// flag. `now` is UTC.
-    pub fn admit(&self, now: NaiveDateTime) -> SeckillResult<()> {
+    pub(super) fn admit(&self, now: NaiveDateTime) -> SeckillResult<()> {
         if now < self.window.begin {
             return Err(SeckillError::NotStarted);
         }
@@ -93,7 +93,7 @@ impl Gate {
     /// A place in the queue for the voucher's row, or 503 when
     /// `HOT_ROW_QUEUE_MAX` orders already wait: beyond that an order would
     /// only wait out its deadline.
-    pub fn queue_slot(self: &Arc<Self>) -> SeckillResult<QueueSlot> {
+    pub(super) fn queue_slot(self: &Arc<Self>) -> SeckillResult<QueueSlot> {
         if self.waiting.fetch_add(1, Ordering::AcqRel) >= self.queue_max {
             self.waiting.fetch_sub(1, Ordering::AcqRel);
             return Err(SeckillError::unavailable("too many orders wait for this voucher's row"));
@@ -102,11 +102,11 @@ impl Gate {
     }
 
     /// Waits for a turn at the voucher's row.
-    pub async fn enter(&self) -> OwnedSemaphorePermit {
+    pub(super) async fn enter(&self) -> OwnedSemaphorePermit {
         self.row.clone().acquire_owned().await.expect("gate semaphores are never closed")
     }
 
-    pub fn is_sold_out(&self) -> bool {
+    pub(super) fn is_sold_out(&self) -> bool {
         self.sold_out.load(Ordering::Acquire)
     }
 
@@ -114,25 +114,25 @@ impl Gate {
     /// conditional UPDATE matched no row, or a plain read saw 0). Stock
     /// only ever goes down, so the flag cannot hide stock that is there; a
     /// future restock or refund route must clear it.
-    pub fn mark_sold_out(&self) {
+    pub(super) fn mark_sold_out(&self) {
         self.sold_out.store(true, Ordering::Release);
     }
 }
 
 impl VoucherGates {
-    pub fn new(permits_per_voucher: usize, queue_max: usize) -> Self {
+    pub(super) fn new(permits_per_voucher: usize, queue_max: usize) -> Self {
         Self { permits_per_voucher, queue_max, gates: Arc::default(), missing: Arc::default() }
     }
 
     /// True for a voucher id found missing less than `MISSING_MEMORY` ago.
-    pub fn recently_missing(&self, voucher_id: u64) -> bool {
+    pub(super) fn recently_missing(&self, voucher_id: u64) -> bool {
         let missing = self.missing.lock().expect("missing vouchers poisoned");
         missing.get(&voucher_id).is_some_and(|seen| seen.elapsed() < MISSING_MEMORY)
     }
 
     /// Remembers an id that is no seckill voucher, so a flood of requests
     /// for it does not reach MariaDB; the memory is bounded.
-    pub fn remember_missing(&self, voucher_id: u64) {
+    pub(super) fn remember_missing(&self, voucher_id: u64) {
         let mut missing = self.missing.lock().expect("missing vouchers poisoned");
         if missing.len() >= MISSING_MAX {
             missing.retain(|_, seen| seen.elapsed() < MISSING_MEMORY);
@@ -145,7 +145,7 @@ impl VoucherGates {
 
     /// The voucher's gate, read from the database the first time this
     /// instance sees the voucher; 404 for a voucher that is not a seckill one.
-    pub async fn get_or_load(&self, db: &MySqlPool, voucher_id: u64) -> SeckillResult<Arc<Gate>> {
+    pub(super) async fn get_or_load(&self, db: &MySqlPool, voucher_id: u64) -> SeckillResult<Arc<Gate>> {
         if let Some(gate) = self.gates.lock().expect("voucher gates poisoned").get(&voucher_id) {
             return Ok(gate.clone());
         }

@@ -24,10 +24,12 @@ mod service;
 mod store;
 mod sync;
 
-pub use asynchronous::{CONSUMER_GROUP, Reconciliation, reconcile};
+pub use asynchronous::{Reconciliation, reconcile};
 pub use error::{SeckillError, SeckillResult};
-pub use model::{OrderState, OrderView};
-pub use routes::routes;
-pub use service::{Dependencies, Seckill};
-pub use store::{UNIQUE_ORDER_INDEX, insert_sale, shop_vouchers};
+pub use routes::error_code;
+pub(crate) use routes::routes;
+pub(crate) use service::Dependencies;
+pub use service::Seckill;
+pub(crate) use store::shop_vouchers;
+pub use store::{UNIQUE_ORDER_INDEX, insert_sale};
 pub use sync::GroupStats;

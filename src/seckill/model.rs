@@ -9,7 +9,7 @@ use crate::http::time;
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
-pub enum OrderState {
+pub(crate) enum OrderState {
     Pending,
     #[default]
     Confirmed,
@@ -18,7 +18,7 @@ pub enum OrderState {
 
 #[derive(Debug, Serialize, sqlx::FromRow, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
-pub struct OrderView {
+pub(crate) struct OrderView {
     #[serde(serialize_with = "as_string")]
     #[schema(value_type = String)]
     pub id: i64,

@@ -35,8 +35,14 @@ impl From<SeckillError> for ApiError {
     }
 }
 
+/// The contract's errorCode for a seckill error, as the order route would
+/// answer it: the strategy lab counts refusals by it.
+pub fn error_code(err: SeckillError) -> &'static str {
+    ApiError::from(err).code()
+}
+
 /// Routes for logged-in users; the caller adds the login layer.
-pub fn routes<S>() -> Router<S>
+pub(crate) fn routes<S>() -> Router<S>
 where
     S: Clone + Send + Sync + 'static,
     Seckill: FromRef<S>,
@@ -58,7 +64,7 @@ where
         (status = 429, description = "TOO_MANY_REQUESTS: too many orders from this user, or another of the user's orders is in progress", body = Failure),
         Unavailable,
     ))]
-pub async fn place_order(
+pub(crate) async fn place_order(
     State(seckill): State<Seckill>,
     State(order_limit): State<LocalUserLimiter>,
     user: CurrentUser,
@@ -83,7 +89,7 @@ pub async fn place_order(
         (status = 404, description = "NOT_FOUND: no such order of this user", body = Failure),
         Unavailable,
     ))]
-pub async fn show_order(
+pub(crate) async fn show_order(
     State(seckill): State<Seckill>,
     user: CurrentUser,
     Path(order_id): Path<i64>,
@@ -97,7 +103,7 @@ const MAX_PAGE_SIZE: u32 = 100;
 #[derive(Deserialize, utoipa::IntoParams)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 #[into_params(parameter_in = Query)]
-pub struct PageQuery {
+pub(crate) struct PageQuery {
     page: Option<u32>,
     page_size: Option<u32>,
 }
@@ -110,7 +116,7 @@ pub struct PageQuery {
         (status = 400, description = "VALIDATION: page below 1 or pageSize outside 1 to 100", body = Failure),
         Unauthorized, Unavailable,
     ))]
-pub async fn my_orders(
+pub(crate) async fn my_orders(
     State(seckill): State<Seckill>,
     user: CurrentUser,
     Query(query): Query<PageQuery>,

@@ -47,7 +47,7 @@ enum Mode {
 
 /// What the seckill is built from besides the settings; shared with the
 /// rest of the app.
-pub struct Dependencies {
+pub(crate) struct Dependencies {
     pub db: MySqlPool,
     pub redis: ConnectionManager,
     pub keys: Keys,
@@ -59,7 +59,7 @@ impl Seckill {
     /// Builds the service in `config.seckill.mode`, the one place the mode
     /// is chosen. The asynchronous mode's consumer gets a Redis connection
     /// of its own; it starts with `start`.
-    pub async fn build(config: &Config, instance: &str, deps: Dependencies) -> anyhow::Result<Self> {
+    pub(crate) async fn build(config: &Config, instance: &str, deps: Dependencies) -> anyhow::Result<Self> {
         let Dependencies { db, redis, keys, order_ids, locks } = deps;
         let (stop, tasks) = (CancellationToken::new(), TaskTracker::new());
         let gates = VoucherGates::new(config.seckill.hot_row_permits, config.seckill.hot_row_queue_max);
@@ -129,7 +129,7 @@ impl Seckill {
 
     /// Starts the background work of the mode: the asynchronous consumer.
     /// Group-commit workers start with their voucher's first order.
-    pub fn start(&self) {
+    pub(crate) fn start(&self) {
         if let Mode::Async { consumer, .. } = &self.0.mode {
             self.0.tasks.spawn(Consumer::clone(consumer).run(self.0.stop.clone()));
         }
@@ -137,7 +137,7 @@ impl Seckill {
 
     /// Stops every background task and waits for it: the consumer finishes
     /// its batch, group-commit workers answer what still waits.
-    pub async fn shutdown(&self) {
+    pub(crate) async fn shutdown(&self) {
         let groups = self.group_stats();
         if groups.groups > 0 {
             tracing::info!(?groups, mean = groups.committed as f64 / groups.groups as f64, "group commit totals");
@@ -166,12 +166,17 @@ impl Seckill {
     }
 
     /// The order if it exists and belongs to `user_id`, in whichever state.
-    pub async fn find_order(&self, order_id: i64, user_id: u64) -> SeckillResult<Option<OrderView>> {
+    pub(crate) async fn find_order(&self, order_id: i64, user_id: u64) -> SeckillResult<Option<OrderView>> {
         order::find_owned(&self.0.db, &mut self.0.redis.clone(), &self.0.keys, order_id, user_id).await
     }
 
     /// One page of the user's orders, newest first, and how many in all.
-    pub async fn orders_of(&self, user_id: u64, page: u32, per_page: u32) -> SeckillResult<(Vec<OrderView>, u64)> {
+    pub(crate) async fn orders_of(
+        &self,
+        user_id: u64,
+        page: u32,
+        per_page: u32,
+    ) -> SeckillResult<(Vec<OrderView>, u64)> {
         order::list_owned(&self.0.db, user_id, page, per_page).await
     }
 
@@ -197,7 +202,7 @@ impl Seckill {
 
     /// Records the mode's own gauges for a scrape: the order streams' length,
     /// pending entries and lag in the asynchronous mode.
-    pub async fn record_metrics(&self) -> redis::RedisResult<()> {
+    pub(crate) async fn record_metrics(&self) -> redis::RedisResult<()> {
         match &self.0.mode {
             Mode::Sync(_) => Ok(()),
             Mode::Async { .. } => asynchronous::record_stream_metrics(&mut self.0.redis.clone(), &self.0.keys).await,

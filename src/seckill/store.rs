@@ -28,7 +28,7 @@ macro_rules! order_columns {
 
 /// A seckill voucher's row: the stock MariaDB has and the sale window (UTC).
 #[derive(Debug, Clone, Copy, sqlx::FromRow)]
-pub struct SaleRow {
+pub(super) struct SaleRow {
     pub stock: i32,
     pub begin_time: NaiveDateTime,
     pub end_time: NaiveDateTime,
@@ -37,7 +37,7 @@ pub struct SaleRow {
 /// An order row to insert. Without `create_time` the column's default
 /// (MariaDB's clock) stamps it; the asynchronous consumer passes the time
 /// the order was accepted in Redis.
-pub struct NewOrder {
+pub(super) struct NewOrder {
     pub id: i64,
     pub user_id: u64,
     pub create_time: Option<NaiveDateTime>,
@@ -63,7 +63,7 @@ pub async fn insert_sale<'e>(
 /// A shop's vouchers on shelf, each with its sale row when it is a seckill
 /// voucher (`stock`, `begin_time`, `end_time` NULL otherwise), in one
 /// query. The voucher module owns the row type.
-pub async fn shop_vouchers<'e, T>(db: impl MySqlExecutor<'e>, shop_id: u64) -> sqlx::Result<Vec<T>>
+pub(crate) async fn shop_vouchers<'e, T>(db: impl MySqlExecutor<'e>, shop_id: u64) -> sqlx::Result<Vec<T>>
 where
     T: for<'r> FromRow<'r, MySqlRow> + Send + Unpin,
 {
@@ -81,7 +81,7 @@ where
 }
 
 /// The voucher's sale row, or `None` for a voucher that is not a seckill one.
-pub async fn sale<'e>(db: impl MySqlExecutor<'e>, voucher_id: u64) -> sqlx::Result<Option<SaleRow>> {
+pub(super) async fn sale<'e>(db: impl MySqlExecutor<'e>, voucher_id: u64) -> sqlx::Result<Option<SaleRow>> {
     sqlx::query_as("SELECT stock, begin_time, end_time FROM tb_seckill_voucher WHERE voucher_id = ?")
         .bind(voucher_id)
         .fetch_optional(db)
@@ -91,7 +91,7 @@ pub async fn sale<'e>(db: impl MySqlExecutor<'e>, voucher_id: u64) -> sqlx::Resu
 /// Takes the voucher's row lock and reads its stock: every check made
 /// after it in the same transaction holds until the commit. `None` for a
 /// voucher that is not a seckill one.
-pub async fn lock_stock<'e>(db: impl MySqlExecutor<'e>, voucher_id: u64) -> sqlx::Result<Option<i32>> {
+pub(super) async fn lock_stock<'e>(db: impl MySqlExecutor<'e>, voucher_id: u64) -> sqlx::Result<Option<i32>> {
     sqlx::query_scalar("SELECT stock FROM tb_seckill_voucher WHERE voucher_id = ? FOR UPDATE")
         .bind(voucher_id)
         .fetch_optional(db)
@@ -100,7 +100,7 @@ pub async fn lock_stock<'e>(db: impl MySqlExecutor<'e>, voucher_id: u64) -> sqlx
 
 /// The design card's guarded update, for `units` at once: `false` when the
 /// row has fewer than `units` left, and then nothing changed.
-pub async fn take_stock<'e>(db: impl MySqlExecutor<'e>, voucher_id: u64, units: u64) -> sqlx::Result<bool> {
+pub(super) async fn take_stock<'e>(db: impl MySqlExecutor<'e>, voucher_id: u64, units: u64) -> sqlx::Result<bool> {
     let taken = sqlx::query("UPDATE tb_seckill_voucher SET stock = stock - ? WHERE voucher_id = ? AND stock >= ?")
         .bind(units)
         .bind(voucher_id)
@@ -113,7 +113,11 @@ pub async fn take_stock<'e>(db: impl MySqlExecutor<'e>, voucher_id: u64, units: 
 
 /// One multi-row insert. A user who already holds an order for the voucher
 /// runs into `UNIQUE_ORDER_INDEX`: the database has the last word.
-pub async fn insert_orders<'e>(db: impl MySqlExecutor<'e>, voucher_id: u64, orders: &[NewOrder]) -> sqlx::Result<u64> {
+pub(super) async fn insert_orders<'e>(
+    db: impl MySqlExecutor<'e>,
+    voucher_id: u64,
+    orders: &[NewOrder],
+) -> sqlx::Result<u64> {
     if orders.is_empty() {
         return Ok(0);
     }
@@ -130,7 +134,7 @@ pub async fn insert_orders<'e>(db: impl MySqlExecutor<'e>, voucher_id: u64, orde
 }
 
 /// The orders these users hold for the voucher: user id -> order id.
-pub async fn held_orders<'e>(
+pub(super) async fn held_orders<'e>(
     db: impl MySqlExecutor<'e>,
     voucher_id: u64,
     user_ids: &[u64],
@@ -148,12 +152,16 @@ pub async fn held_orders<'e>(
 }
 
 /// The id of the order the user holds for the voucher, if it has its row.
-pub async fn held_order<'e>(db: impl MySqlExecutor<'e>, user_id: u64, voucher_id: u64) -> sqlx::Result<Option<i64>> {
+pub(super) async fn held_order<'e>(
+    db: impl MySqlExecutor<'e>,
+    user_id: u64,
+    voucher_id: u64,
+) -> sqlx::Result<Option<i64>> {
     Ok(held_orders(db, voucher_id, &[user_id]).await?.remove(&user_id))
 }
 
 /// Which of these order ids have their row.
-pub async fn existing_orders<'e>(db: impl MySqlExecutor<'e>, order_ids: &[i64]) -> sqlx::Result<HashSet<i64>> {
+pub(super) async fn existing_orders<'e>(db: impl MySqlExecutor<'e>, order_ids: &[i64]) -> sqlx::Result<HashSet<i64>> {
     if order_ids.is_empty() {
         return Ok(HashSet::new());
     }
@@ -165,12 +173,15 @@ pub async fn existing_orders<'e>(db: impl MySqlExecutor<'e>, order_ids: &[i64]) 
 }
 
 /// Every order of the voucher: (order id, user id).
-pub async fn orders_of_voucher<'e>(db: impl MySqlExecutor<'e>, voucher_id: u64) -> sqlx::Result<Vec<(i64, u64)>> {
+pub(super) async fn orders_of_voucher<'e>(
+    db: impl MySqlExecutor<'e>,
+    voucher_id: u64,
+) -> sqlx::Result<Vec<(i64, u64)>> {
     sqlx::query_as("SELECT id, user_id FROM tb_voucher_order WHERE voucher_id = ?").bind(voucher_id).fetch_all(db).await
 }
 
 /// The order if it exists and belongs to `user_id`.
-pub async fn owned_order<'e>(
+pub(super) async fn owned_order<'e>(
     db: impl MySqlExecutor<'e>,
     order_id: i64,
     user_id: u64,
@@ -187,7 +198,7 @@ pub async fn owned_order<'e>(
 }
 
 /// One page of the user's orders, newest first (ids grow with time).
-pub async fn owned_orders<'e>(
+pub(super) async fn owned_orders<'e>(
     db: impl MySqlExecutor<'e>,
     user_id: u64,
     limit: u32,
@@ -205,7 +216,7 @@ pub async fn owned_orders<'e>(
     .await
 }
 
-pub async fn count_owned<'e>(db: impl MySqlExecutor<'e>, user_id: u64) -> sqlx::Result<u64> {
+pub(super) async fn count_owned<'e>(db: impl MySqlExecutor<'e>, user_id: u64) -> sqlx::Result<u64> {
     let total: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM tb_voucher_order WHERE user_id = ?")
         .bind(user_id)
         .fetch_one(db)

@@ -11,10 +11,10 @@ use subtle::ConstantTimeEq;
 
 use crate::{config::Config, http::ApiError};
 
-pub const ADMIN_KEY_HEADER: &str = "x-admin-key";
+pub(super) const ADMIN_KEY_HEADER: &str = "x-admin-key";
 
 /// Present in a handler's arguments: the request carried the admin key.
-pub struct Admin;
+pub(crate) struct Admin;
 
 impl<S> FromRequestParts<S> for Admin
 where

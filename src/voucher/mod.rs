@@ -13,8 +13,8 @@ use axum::{
 };
 use sqlx::MySqlPool;
 
-pub use admin::Admin;
-pub use model::{Invalid, NewVoucher, VoucherForm, VoucherView};
+pub(crate) use admin::Admin;
+pub(crate) use model::{Invalid, NewVoucher, VoucherForm, VoucherView};
 
 use crate::{
     config::Config,
@@ -33,7 +33,7 @@ impl From<Invalid> for ApiError {
     }
 }
 
-pub fn routes<S>() -> Router<S>
+pub(crate) fn routes<S>() -> Router<S>
 where
     S: Clone + Send + Sync + 'static,
     MySqlPool: FromRef<S>,

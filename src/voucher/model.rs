@@ -15,9 +15,9 @@ impl Invalid {
     }
 }
 
-pub const TYPE_ORDINARY: u8 = 0;
-pub const TYPE_SECKILL: u8 = 1;
-pub const STATUS_ON_SHELF: u8 = 1;
+pub(super) const TYPE_ORDINARY: u8 = 0;
+pub(super) const TYPE_SECKILL: u8 = 1;
+pub(super) const STATUS_ON_SHELF: u8 = 1;
 const MAX_TITLE: usize = 255;
 const MAX_RULES: usize = 1024;
 
@@ -31,7 +31,7 @@ const STORABLE_TIMES: std::ops::RangeInclusive<NaiveDateTime> =
 /// `stok` is a 400 instead of a voucher silently created without stock.
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct VoucherForm {
+pub(crate) struct VoucherForm {
     pub shop_id: u64,
     pub title: String,
     #[serde(default)]
@@ -49,7 +49,7 @@ pub struct VoucherForm {
 }
 
 /// A validated `tb_voucher` row to insert.
-pub struct NewVoucher {
+pub(crate) struct NewVoucher {
     pub shop_id: u64,
     pub title: String,
     pub sub_title: String,
@@ -61,14 +61,14 @@ pub struct NewVoucher {
 }
 
 /// A validated `tb_seckill_voucher` row to insert.
-pub struct NewSeckill {
+pub(crate) struct NewSeckill {
     pub stock: i32,
     pub begin_time: DateTime<FixedOffset>,
     pub end_time: DateTime<FixedOffset>,
 }
 
 impl VoucherForm {
-    pub fn into_ordinary(self) -> Result<NewVoucher, Invalid> {
+    pub(crate) fn into_ordinary(self) -> Result<NewVoucher, Invalid> {
         if self.stock.is_some() || self.begin_time.is_some() || self.end_time.is_some() {
             return Err(Invalid::new("stock, beginTime and endTime belong to POST /voucher/seckill"));
         }
@@ -78,7 +78,7 @@ impl VoucherForm {
         self.common(TYPE_ORDINARY)
     }
 
-    pub fn into_seckill(mut self) -> Result<(NewVoucher, NewSeckill), Invalid> {
+    pub(crate) fn into_seckill(mut self) -> Result<(NewVoucher, NewSeckill), Invalid> {
         if self.kind.is_some_and(|k| k != TYPE_SECKILL) {
             return Err(Invalid::new("type must be 1 for a seckill voucher"));
         }
@@ -140,7 +140,7 @@ impl VoucherForm {
 /// A voucher as listed, with its seckill fields when it has them.
 #[derive(Debug, Serialize, sqlx::FromRow, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
-pub struct VoucherView {
+pub(crate) struct VoucherView {
     pub id: u64,
     pub shop_id: u64,
     pub title: String,

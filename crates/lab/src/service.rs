@@ -13,7 +13,7 @@ use super::{
     drive::{self, Audit, Refusal},
     textbook::new_voucher,
 };
-use hmdp::{Config, config::SeckillMode, http::ApiError, seckill, startup::Application};
+use hmdp::{Config, config::SeckillMode, seckill, startup::Application};
 
 /// How long the asynchronous strategy may take to persist what it accepted.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(300);
@@ -54,14 +54,11 @@ pub async fn run(
 
     let started = Instant::now();
     let sales = state.seckill.clone();
-    let driven =
-        drive::drive(requests, scale.concurrency, move |user| {
-            let sales = sales.clone();
-            async move {
-                sales.place(user, voucher).await.map(drop).map_err(|e| Refusal::Borrowed(ApiError::from(e).code()))
-            }
-        })
-        .await;
+    let driven = drive::drive(requests, scale.concurrency, move |user| {
+        let sales = sales.clone();
+        async move { sales.place(user, voucher).await.map(drop).map_err(|e| Refusal::Borrowed(seckill::error_code(e))) }
+    })
+    .await;
     let mut notes = Vec::new();
     let mut wall = driven.wall;
     if experiment == Experiment::RedisLuaStream {

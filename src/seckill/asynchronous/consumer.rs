@@ -35,7 +35,7 @@ use crate::{
 
 /// How long one XREADGROUP waits for new entries; also how late the
 /// consumer notices a shutdown at worst.
-pub const BLOCK: Duration = Duration::from_millis(500);
+pub(crate) const BLOCK: Duration = Duration::from_millis(500);
 /// After an error, before trying again.
 const BACKOFF: Duration = Duration::from_millis(200);
 /// XAUTOCLAIM pages looked at per voucher and round, so a huge backlog of
@@ -44,7 +44,7 @@ const CLAIM_PAGES: usize = 8;
 
 /// What a consumer needs; built once at start-up.
 #[derive(Clone)]
-pub struct Consumer {
+pub(crate) struct Consumer {
     pub(crate) db: MySqlPool,
     /// Its own connection: a blocking read holds up every command behind it
     /// on the same connection.
@@ -59,7 +59,7 @@ pub struct Consumer {
 
 impl Consumer {
     /// Runs until `stop`; errors are logged and retried, never fatal.
-    pub async fn run(self, stop: CancellationToken) {
+    pub(crate) async fn run(self, stop: CancellationToken) {
         tracing::info!(consumer = %self.name, "order stream consumer started");
         // Vouchers whose group this consumer made sure of and whose own
         // pending entries it re-read (entries it was given before a restart).

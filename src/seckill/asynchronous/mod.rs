@@ -26,10 +26,9 @@ use std::{
 use redis::{AsyncCommands, Script, aio::ConnectionManager};
 use sqlx::MySqlPool;
 
-pub use consumer::{BLOCK as CONSUMER_BLOCK, Consumer};
+pub(crate) use consumer::{BLOCK as CONSUMER_BLOCK, Consumer};
 pub use reconcile::{Reconciliation, reconcile};
 pub(crate) use recovery::Recovery;
-pub use stream::GROUP as CONSUMER_GROUP;
 
 use super::{
     admission::VoucherGates,
@@ -61,7 +60,7 @@ pub(crate) struct AsyncOrders {
 
 impl AsyncOrders {
     /// Decides one order in Redis; returns its id once it is queued.
-    pub async fn place(&self, user_id: u64, voucher_id: u64) -> SeckillResult<i64> {
+    pub(super) async fn place(&self, user_id: u64, voucher_id: u64) -> SeckillResult<i64> {
         if self.gates.recently_missing(voucher_id) {
             return Err(SeckillError::NoSuchVoucher);
         }
@@ -160,7 +159,7 @@ impl AsyncOrders {
     /// read first, then MariaDB in one snapshot, so an order persisted in
     /// between is found in MariaDB and counted once. While any key is missing
     /// the order script accepts nothing, so nothing else moves meanwhile.
-    pub async fn load(&self, voucher_id: u64) -> SeckillResult<()> {
+    pub(super) async fn load(&self, voucher_id: u64) -> SeckillResult<()> {
         let (keys, redis) = (&self.keys, &mut self.redis.clone());
         let sk = keys.seckill(voucher_id);
         let pending: HashMap<i64, String> = redis.hgetall(&sk.pending).await?;

@@ -7,7 +7,7 @@ use redis::{aio::ConnectionManager, streams::StreamId};
 use crate::keys::SeckillKeys;
 
 /// The consumer group every instance reads the order streams in.
-pub const GROUP: &str = "orders";
+pub(super) const GROUP: &str = "orders";
 
 /// One accepted order, as queued by the order script.
 #[derive(Debug, Clone)]
@@ -19,7 +19,7 @@ pub(super) struct Entry {
 }
 
 impl Entry {
-    pub fn parse(raw: &StreamId) -> Option<Self> {
+    pub(super) fn parse(raw: &StreamId) -> Option<Self> {
         Some(Self {
             stream_id: raw.id.clone(),
             order_id: raw.get("id")?,

@@ -42,7 +42,7 @@ use crate::seckill::{
 
 /// The per-voucher workers of one instance.
 #[derive(Clone)]
-pub struct GroupCommitter {
+pub(crate) struct GroupCommitter {
     db: MySqlPool,
     batch_max: usize,
     wait: Duration,
@@ -86,7 +86,7 @@ pub struct GroupStats {
 }
 
 impl GroupCommitter {
-    pub fn new(
+    pub(crate) fn new(
         db: MySqlPool,
         batch_max: usize,
         wait: Duration,
@@ -99,11 +99,11 @@ impl GroupCommitter {
     }
 
     /// Workers running now: one per voucher that had an order lately.
-    pub fn workers(&self) -> usize {
+    pub(crate) fn workers(&self) -> usize {
         self.queues.lock().expect("group queues poisoned").len()
     }
 
-    pub fn stats(&self) -> GroupStats {
+    pub(crate) fn stats(&self) -> GroupStats {
         GroupStats {
             groups: self.stats.groups.load(Relaxed),
             committed: self.stats.committed.load(Relaxed),

@@ -15,7 +15,8 @@ use chrono::Utc;
 use sqlx::MySqlPool;
 use tokio_util::sync::CancellationToken;
 
-pub use group_commit::{GroupCommitter, GroupStats};
+pub(crate) use group_commit::GroupCommitter;
+pub use group_commit::GroupStats;
 use transaction::{commit_reservation, reserve};
 
 use super::{
@@ -41,19 +42,19 @@ pub(crate) struct SyncOrders {
 }
 
 impl SyncOrders {
-    pub fn group_stats(&self) -> GroupStats {
+    pub(super) fn group_stats(&self) -> GroupStats {
         self.group_commit.as_ref().map(GroupCommitter::stats).unwrap_or_default()
     }
 
     /// Group-commit workers running now.
-    pub fn workers(&self) -> usize {
+    pub(super) fn workers(&self) -> usize {
         self.group_commit.as_ref().map_or(0, GroupCommitter::workers)
     }
 
     /// Places one order; returns the order id. Runs in a task of its own,
     /// so a client that goes away mid-order cannot cut the order between
     /// its commit and its unlock.
-    pub async fn place(self: &Arc<Self>, user_id: u64, voucher_id: u64) -> SeckillResult<i64> {
+    pub(super) async fn place(self: &Arc<Self>, user_id: u64, voucher_id: u64) -> SeckillResult<i64> {
         let gate = self.gates.get_or_load(&self.db, voucher_id).await?;
         gate.admit(Utc::now().naive_utc())?;
         let this = self.clone();
