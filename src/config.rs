@@ -7,8 +7,6 @@
 //! Secrets never reach a log: the groups that hold one write their
 //! `Debug` by hand.
 
-use std::time::Duration;
-
 use clap::{Args, ValueEnum};
 
 /// Everything `hmdp serve` runs on.
@@ -264,7 +262,7 @@ pub enum SeckillMode {
 
 /// Rules that are not deployment settings but are named once here.
 pub mod limits {
-    use super::Duration;
+    use std::time::Duration;
 
     pub const SMS_CODE_TTL: Duration = Duration::from_secs(120);
     pub const SMS_RESEND_COOLDOWN: Duration = Duration::from_secs(60);

@@ -9,7 +9,7 @@ use axum::{
     response::{IntoResponse, Response},
 };
 
-use super::{Auth, session::UserProfile};
+use super::{session::UserProfile, state::Auth};
 use crate::http::ApiError;
 
 /// The logged-in user of this request, put into the extensions by

@@ -3,8 +3,10 @@
 
 mod code;
 mod layers;
+mod phone;
 mod seed;
 mod session;
+mod state;
 mod token;
 mod users;
 
@@ -21,11 +23,14 @@ pub use code::{CodeError, CodeStore};
 pub(crate) use layers::{CurrentUser, refresh_session, require_login};
 pub use seed::{SeededUser, seed_users};
 pub use session::{SessionStore, UserProfile};
+use state::DAY;
+pub use state::{Auth, LoginLimits};
 pub use token::{Claims, TokenKeys};
 
+use phone::validate_phone;
+
 use crate::{
-    config::Config,
-    http::ratelimit::{Limit, RateLimiter},
+    http::ratelimit::RateLimiter,
     http::{
         ApiError, ApiResult, Reply,
         envelope::{Done, Failure, Success},
@@ -33,39 +38,6 @@ use crate::{
         failures::{RateLimited, Unauthorized, Unavailable},
     },
 };
-
-const HOUR: std::time::Duration = std::time::Duration::from_secs(3600);
-const DAY: std::time::Duration = std::time::Duration::from_secs(24 * 3600);
-
-/// What login and sessions need: a sub-state handlers and the refresh
-/// layer take with `State<Auth>`.
-#[derive(Clone)]
-pub struct Auth {
-    pub tokens: TokenKeys,
-    pub sessions: SessionStore,
-    pub codes: CodeStore,
-    pub limits: LoginLimits,
-}
-
-/// The abuse limits of code requests and logins.
-#[derive(Debug, Clone, Copy)]
-pub struct LoginLimits {
-    pub codes_per_addr: Limit,
-    pub codes_per_phone: Limit,
-    pub logins_per_addr: Limit,
-    pub failures_per_phone: Limit,
-}
-
-impl LoginLimits {
-    pub fn from_config(config: &Config) -> Self {
-        Self {
-            codes_per_addr: Limit::per(config.limits.sms_codes_per_addr_hour, HOUR),
-            codes_per_phone: Limit::per(config.limits.sms_codes_per_phone_day, DAY),
-            logins_per_addr: Limit::per(config.limits.logins_per_addr_hour, HOUR),
-            failures_per_phone: Limit::per(config.limits.login_failures_per_phone_day, DAY),
-        }
-    }
-}
 
 impl From<CodeError> for ApiError {
     fn from(err: CodeError) -> Self {
@@ -198,27 +170,4 @@ pub(crate) async fn me(user: CurrentUser) -> Reply<Me> {
 pub(crate) async fn logout(State(auth): State<Auth>, user: CurrentUser) -> ApiResult<Reply<()>> {
     auth.sessions.delete(&user.session_id).await?;
     Ok(Reply::done())
-}
-
-/// Mainland mobile numbers: `^1[3-9]\d{9}$`.
-pub(crate) fn validate_phone(phone: &str) -> ApiResult<&str> {
-    let b = phone.as_bytes();
-    let ok = b.len() == 11 && b[0] == b'1' && (b'3'..=b'9').contains(&b[1]) && b.iter().all(u8::is_ascii_digit);
-    if ok { Ok(phone) } else { Err(ApiError::validation("phone must be 11 digits like 13800000000")) }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::validate_phone;
-
-    #[test]
-    fn phones_follow_the_mainland_mobile_pattern() {
-        assert!(validate_phone("13800000000").is_ok());
-        assert!(validate_phone("19999999999").is_ok());
-        for bad in
-            ["", "12800000000", "1380000000", "138000000000", "1380000000a", "+8613800000", "２３８００００００００"]
-        {
-            assert!(validate_phone(bad).is_err(), "{bad:?} accepted");
-        }
-    }
 }

@@ -7,7 +7,11 @@ use anyhow::Context;
 use rand::{Rng, distr::Alphanumeric};
 use sqlx::{MySql, MySqlPool, QueryBuilder};
 
-use super::{SessionStore, TokenKeys, UserProfile};
+use super::{
+    phone::validate_phone,
+    session::{SessionStore, UserProfile},
+    token::TokenKeys,
+};
 
 const BATCH: usize = 1_000;
 
@@ -29,7 +33,7 @@ pub async fn seed_users(
 ) -> anyhow::Result<Vec<SeededUser>> {
     let last_phone = first_phone + count.saturating_sub(1);
     for phone in [first_phone, last_phone] {
-        super::validate_phone(&phone.to_string()).map_err(|_| anyhow::anyhow!("{phone} is not a valid phone"))?;
+        validate_phone(&phone.to_string()).map_err(|_| anyhow::anyhow!("{phone} is not a valid phone"))?;
     }
     let mut seeded = Vec::with_capacity(count as usize);
     let mut start = first_phone;

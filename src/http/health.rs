@@ -11,7 +11,10 @@ use axum::{
 use redis::{AsyncCommands, aio::ConnectionManager};
 use sqlx::MySqlPool;
 
-use super::{ApiError, ApiResult, Reply};
+use super::{
+    envelope::Reply,
+    error::{ApiError, ApiResult},
+};
 
 const READY_TIMEOUT: Duration = Duration::from_secs(2);
 

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use redis::aio::ConnectionManager;
 
-use super::{ApiError, ApiResult};
+use super::error::{ApiError, ApiResult};
 use crate::keys::Keys;
 
 /// One limit: at most `max` hits per `window`.

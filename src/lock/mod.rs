@@ -33,7 +33,7 @@ use uuid::Uuid;
 
 pub use metrics::{LockMetrics, LockMetricsSnapshot};
 pub use wakeups::RELEASE_CHANNEL_PREFIX;
-use watchdog::{Hold, Holds, Lease};
+use watchdog::{Hold, Holds, Lease, Renewer};
 
 static ACQUIRE: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("../../lua/lock_acquire.lua")));
 static RELEASE: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("../../lua/lock_release.lua")));
@@ -311,6 +311,16 @@ impl Inner {
             n => Err(LockError::Protocol(vec![n])),
         }
     }
+}
+
+impl Renewer for Inner {
+    fn holds(&self) -> &Holds {
+        &self.holds
+    }
+
+    fn metrics(&self) -> &LockMetrics {
+        &self.metrics
+    }
 
     async fn renew(&self, key: &str, owner: &str, ttl: Duration) -> redis::RedisResult<bool> {
         let renewed: i64 = RENEW.key(key).arg(millis(ttl)).arg(owner).invoke_async(&mut self.redis.clone()).await?;
@@ -372,7 +382,7 @@ impl LockGuard {
         let inner = &self.service.inner;
         let released = inner.release(&self.keys, &self.owner, self.lease).await;
         if released.is_err() {
-            inner.holds.lost(inner, &(self.keys.lock.clone(), self.owner.clone()), &self.hold);
+            inner.holds.lost(&**inner, &(self.keys.lock.clone(), self.owner.clone()), &self.hold);
         }
         released
     }

@@ -17,7 +17,18 @@ use std::{
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::{Inner, metrics::LockMetrics};
+use super::metrics::LockMetrics;
+
+/// What the watchdog needs of the lock client: its holds, its counters and
+/// a renewal. The client implements it, so this module names no type of
+/// the module that uses it.
+pub(super) trait Renewer: Send + Sync + 'static {
+    fn holds(&self) -> &Holds;
+    fn metrics(&self) -> &LockMetrics;
+    /// Re-arms the key's TTL if `owner` still holds it: `Ok(false)` when
+    /// it does not.
+    fn renew(&self, key: &str, owner: &str, ttl: Duration) -> impl Future<Output = redis::RedisResult<bool>> + Send;
+}
 
 type HoldId = (String, String);
 type HoldList = Vec<(HoldId, Arc<Hold>)>;
@@ -75,9 +86,9 @@ fn give_up_margin(ttl: Duration) -> Duration {
 impl Holds {
     /// Records an acquisition. `sent_at` is taken before the acquire command
     /// was sent, so deadlines computed from it are never late.
-    pub(super) fn acquired(
+    pub(super) fn acquired<R: Renewer>(
         &self,
-        inner: &Arc<Inner>,
+        inner: &Arc<R>,
         id: HoldId,
         lease: Lease,
         sent_at: Instant,
@@ -92,7 +103,7 @@ impl Holds {
         // A first acquisition while we still had a record means that earlier
         // hold ended behind our back (its lease ran out): say so.
         if let Some(stale) = map.remove(&id) {
-            Self::mark_lost(inner, &id, &stale);
+            Self::mark_lost(&**inner, &id, &stale);
         }
         let hold = Arc::new(Hold {
             lease,
@@ -121,7 +132,7 @@ impl Holds {
     }
 
     /// Ends `hold` as lost, unless a newer hold has replaced it.
-    pub(super) fn lost(&self, inner: &Inner, id: &HoldId, hold: &Arc<Hold>) {
+    pub(super) fn lost<R: Renewer>(&self, inner: &R, id: &HoldId, hold: &Arc<Hold>) {
         {
             let mut map = self.by_lock.lock().expect("holds poisoned");
             if map.get(id).is_some_and(|h| Arc::ptr_eq(h, hold)) {
@@ -131,10 +142,10 @@ impl Holds {
         Self::mark_lost(inner, id, hold);
     }
 
-    fn mark_lost(inner: &Inner, id: &HoldId, hold: &Hold) {
+    fn mark_lost<R: Renewer>(inner: &R, id: &HoldId, hold: &Hold) {
         hold.stop.cancel();
         if !hold.lost.is_cancelled() {
-            LockMetrics::bump(&inner.metrics.lost);
+            LockMetrics::bump(&inner.metrics().lost);
             hold.lost.cancel();
             tracing::warn!(lock = %id.0, "lock lost before it was unlocked");
         }
@@ -162,7 +173,7 @@ impl Holds {
 /// The process's watchdog: renews what is due every tick, retries a failed
 /// renewal sooner, and reports a hold lost when Redis says its owner no
 /// longer holds it or when no renewal was confirmed in time.
-pub(super) async fn run_ticker(inner: Weak<Inner>, watchdog_ttl: Duration, stop: CancellationToken) {
+pub(super) async fn run_ticker<R: Renewer>(inner: Weak<R>, watchdog_ttl: Duration, stop: CancellationToken) {
     let mut ticker = tokio::time::interval(tick(watchdog_ttl));
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -171,9 +182,9 @@ pub(super) async fn run_ticker(inner: Weak<Inner>, watchdog_ttl: Duration, stop:
             _ = ticker.tick() => {}
         }
         let Some(inner) = inner.upgrade() else { return };
-        let (expired, due) = inner.holds.scan(Instant::now());
+        let (expired, due) = inner.holds().scan(Instant::now());
         for (id, hold) in expired {
-            inner.holds.lost(&inner, &id, &hold);
+            inner.holds().lost(&*inner, &id, &hold);
         }
         for (id, hold) in due {
             tokio::spawn(renew(Arc::downgrade(&inner), id, hold));
@@ -181,7 +192,7 @@ pub(super) async fn run_ticker(inner: Weak<Inner>, watchdog_ttl: Duration, stop:
     }
 }
 
-async fn renew(inner: Weak<Inner>, id: HoldId, hold: Arc<Hold>) {
+async fn renew<R: Renewer>(inner: Weak<R>, id: HoldId, hold: Arc<Hold>) {
     let ttl = hold.lease.ttl();
     let interval = ttl / 3;
     let sent_at = Instant::now();
@@ -196,11 +207,11 @@ async fn renew(inner: Weak<Inner>, id: HoldId, hold: Arc<Hold>) {
         Ok(Ok(true)) => {
             state.expires_at = state.expires_at.max(sent_at + ttl);
             state.next_renewal_at = sent_at + interval;
-            LockMetrics::bump(&inner.metrics.renewals);
+            LockMetrics::bump(&inner.metrics().renewals);
         }
         Ok(Ok(false)) => {
             drop(state);
-            inner.holds.lost(&inner, &id, &hold);
+            inner.holds().lost(&*inner, &id, &hold);
         }
         Ok(Err(err)) => {
             tracing::warn!(lock = %id.0, error = %err, "lock renewal failed; retrying");
@@ -223,7 +234,7 @@ fn fixed_lease_margin(ttl: Duration) -> Duration {
 
 /// A fixed lease is never renewed: it is lost when it runs out (a re-entry
 /// moves the deadline, as it re-arms the key's TTL).
-async fn expire_lease(inner: Weak<Inner>, id: HoldId, hold: Arc<Hold>) {
+async fn expire_lease<R: Renewer>(inner: Weak<R>, id: HoldId, hold: Arc<Hold>) {
     let margin = fixed_lease_margin(hold.lease.ttl());
     loop {
         let deadline = hold.state.lock().expect("hold poisoned").expires_at;
@@ -234,7 +245,7 @@ async fn expire_lease(inner: Weak<Inner>, id: HoldId, hold: Arc<Hold>) {
                     continue;
                 }
                 if let Some(inner) = inner.upgrade() {
-                    inner.holds.lost(&inner, &id, &hold);
+                    inner.holds().lost(&*inner, &id, &hold);
                 }
                 return;
             }

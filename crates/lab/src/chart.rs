@@ -6,7 +6,7 @@ use plotters::{
     style::text_anchor::{HPos, Pos, VPos},
 };
 
-use super::LabReport;
+use super::report::LabReport;
 
 const CLEAN: RGBColor = RGBColor(46, 139, 87);
 /// Clean, but buyers were refused while stock was left (version CAS

@@ -15,7 +15,7 @@ use std::{
 use redis::{AsyncCommands, aio::ConnectionManager};
 use serde::Serialize;
 
-use super::{Experiment, LOCK_WAIT};
+use super::experiment::{Experiment, LOCK_WAIT};
 use hmdp::{
     Config,
     lock::{Holder, LockConfig, LockService},

@@ -6,8 +6,9 @@ use std::{collections::BTreeMap, fmt::Write as _, time::Duration};
 use serde::Serialize;
 
 use super::{
-    Experiment, LockRun, Scale,
     drive::{Audit, Driven, percentile_ms},
+    experiment::{Experiment, Scale},
+    locks::LockRun,
 };
 
 /// Refusals that leave stock behind by design: a lost version race, a

@@ -9,8 +9,9 @@ use sqlx::MySqlPool;
 use tokio::time::Instant;
 
 use super::{
-    Experiment, Scale, StrategyRun,
     drive::{self, Audit, Refusal},
+    experiment::{Experiment, Scale},
+    report::StrategyRun,
     textbook::new_voucher,
 };
 use hmdp::{Config, config::SeckillMode, seckill, startup::Application};

@@ -16,8 +16,9 @@ use redis::aio::ConnectionManager;
 use sqlx::MySqlPool;
 
 use super::{
-    Experiment, LOCK_WAIT, Scale, StrategyRun,
     drive::{self, Audit, Refusal},
+    experiment::{Experiment, LOCK_WAIT, Scale},
+    report::StrategyRun,
 };
 use hmdp::{
     Config,

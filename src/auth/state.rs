@@ -1,0 +1,39 @@
+//! The auth sub-state: what login, logout and the refresh layer need,
+//! built once at start-up and taken by handlers as `State<Auth>`.
+
+use std::time::Duration;
+
+use super::{code::CodeStore, session::SessionStore, token::TokenKeys};
+use crate::{config::Config, http::ratelimit::Limit};
+
+const HOUR: Duration = Duration::from_secs(3600);
+pub(super) const DAY: Duration = Duration::from_secs(24 * 3600);
+
+/// What login and sessions need.
+#[derive(Clone)]
+pub struct Auth {
+    pub tokens: TokenKeys,
+    pub sessions: SessionStore,
+    pub codes: CodeStore,
+    pub limits: LoginLimits,
+}
+
+/// The abuse limits of code requests and logins.
+#[derive(Debug, Clone, Copy)]
+pub struct LoginLimits {
+    pub codes_per_addr: Limit,
+    pub codes_per_phone: Limit,
+    pub logins_per_addr: Limit,
+    pub failures_per_phone: Limit,
+}
+
+impl LoginLimits {
+    pub fn from_config(config: &Config) -> Self {
+        Self {
+            codes_per_addr: Limit::per(config.limits.sms_codes_per_addr_hour, HOUR),
+            codes_per_phone: Limit::per(config.limits.sms_codes_per_phone_day, DAY),
+            logins_per_addr: Limit::per(config.limits.logins_per_addr_hour, HOUR),
+            failures_per_phone: Limit::per(config.limits.login_failures_per_phone_day, DAY),
+        }
+    }
+}
