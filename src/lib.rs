@@ -14,7 +14,6 @@ pub mod dependency;
 mod http;
 pub mod ids;
 pub mod keys;
-pub mod lock;
 mod monitoring;
 mod openapi;
 pub mod seckill;
@@ -25,6 +24,9 @@ mod voucher;
 use axum::{Router, middleware};
 
 pub use config::Config;
+/// The per-user lock, a crate of its own: the compiler keeps it from
+/// importing anything of the app.
+pub use hmdp_lock as lock;
 pub use state::AppState;
 
 /// The whole service. The refresh layer wraps every route; the login layer

@@ -9,6 +9,8 @@ use sqlx::MySqlPool;
 use tokio::net::TcpListener;
 
 pub use crate::connect::{connect_database, connect_redis};
+use hmdp_lock::{LockConfig, LockService};
+
 use crate::{
     app,
     auth::{Auth, CodeStore, LoginLimits, SessionStore, TokenKeys},
@@ -16,7 +18,6 @@ use crate::{
     http::ratelimit::{Limit, LocalUserLimiter, RateLimiter},
     ids::OrderIdGenerator,
     keys::Keys,
-    lock::{LockConfig, LockService},
     seckill::{self, Seckill},
     state::AppState,
 };

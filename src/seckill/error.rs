@@ -2,10 +2,11 @@
 //! handlers turn it into the contract's envelope (`routes.rs`); the domain
 //! never speaks HTTP.
 
+use hmdp_lock::LockError;
+
 use crate::{
     dependency::{count_error, db_unreachable, redis_unreachable},
     ids::IdError,
-    lock::LockError,
 };
 
 #[derive(Debug, thiserror::Error)]

@@ -7,6 +7,8 @@ use redis::aio::ConnectionManager;
 use sqlx::MySqlPool;
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
+use hmdp_lock::LockService;
+
 use super::{
     admission::VoucherGates,
     asynchronous::{self, AsyncOrders, CONSUMER_BLOCK, Consumer},
@@ -20,7 +22,6 @@ use crate::{
     connect::connect_redis_with,
     ids::OrderIdGenerator,
     keys::Keys,
-    lock::LockService,
 };
 
 /// The seckill service: a sub-state handlers take with `State<Seckill>`.

@@ -19,15 +19,13 @@ pub(crate) use group_commit::GroupCommitter;
 pub use group_commit::GroupStats;
 use transaction::{commit_reservation, reserve};
 
+use hmdp_lock::{Holder, LockGuard, LockService};
+
 use super::{
     admission::{Gate, VoucherGates},
     error::{SeckillError, SeckillResult},
 };
-use crate::{
-    ids::OrderIdGenerator,
-    keys::Keys,
-    lock::{Holder, LockGuard, LockService},
-};
+use crate::{ids::OrderIdGenerator, keys::Keys};
 
 /// What the synchronous mode is made of; built once at start-up.
 pub(crate) struct SyncOrders {
