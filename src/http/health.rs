@@ -38,7 +38,7 @@ pub(crate) async fn health() -> Reply<&'static str> {
 
 #[utoipa::path(get, path = "/ready", tag = "operations", responses(
         (status = 200, description = "MariaDB and Redis answer", body = super::envelope::Success<String>),
-        (status = 503, description = "UNAVAILABLE: MariaDB or Redis unreachable", body = super::envelope::Failure),
+        super::failures::Unavailable,
     ))]
 pub(crate) async fn ready(
     State(db): State<MySqlPool>,
