@@ -130,6 +130,8 @@ impl Default for LimitSettings {
     }
 }
 
+pub const DEFAULT_HOT_ROW_PERMITS: usize = 8;
+
 /// How orders are placed, in both modes.
 #[derive(Clone, Debug, Args)]
 pub struct SeckillSettings {
@@ -177,7 +179,7 @@ pub struct SeckillSettings {
     /// hundreds of transactions queue on its lock; a few at a time keep it
     /// busy without the collapse. Only at `ORDER_BATCH_MAX` = 1: with group
     /// commit, one worker per voucher is all that reaches the row.
-    #[arg(long, env = "HOT_ROW_PERMITS", default_value_t = 8)]
+    #[arg(long, env = "HOT_ROW_PERMITS", default_value_t = DEFAULT_HOT_ROW_PERMITS)]
     pub hot_row_permits: usize,
 
     /// Orders of one instance that may wait for one voucher's row (or for
@@ -336,6 +338,13 @@ impl SeckillSettings {
         }
         if self.hot_row_permits == 0 {
             anyhow::bail!("HOT_ROW_PERMITS must be at least 1");
+        }
+        if self.order_batch_max > 1 && self.hot_row_permits != DEFAULT_HOT_ROW_PERMITS {
+            tracing::warn!(
+                hot_row_permits = self.hot_row_permits,
+                order_batch_max = self.order_batch_max,
+                "HOT_ROW_PERMITS has no effect with group commit (ORDER_BATCH_MAX > 1): one worker per voucher reaches the row"
+            );
         }
         if self.hot_row_queue_max == 0 {
             anyhow::bail!("HOT_ROW_QUEUE_MAX must be at least 1");
