@@ -14,10 +14,22 @@ pub(crate) fn db_unreachable(err: &sqlx::Error) -> bool {
     matches!(err, sqlx::Error::Io(_) | sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed | sqlx::Error::Tls(_))
 }
 
-/// Every dependency error that reaches an answer is counted, by kind.
-pub(crate) fn count_error(dependency: &'static str, unavailable: bool) {
+/// Classifies a MariaDB error that reaches an answer (`true`: unreachable)
+/// and counts it for `/metrics`, by kind.
+pub(crate) fn db_failure(err: &sqlx::Error) -> bool {
+    count_error("database", db_unreachable(err))
+}
+
+/// Classifies a Redis error that reaches an answer (`true`: unreachable)
+/// and counts it for `/metrics`, by kind.
+pub(crate) fn redis_failure(err: &redis::RedisError) -> bool {
+    count_error("redis", redis_unreachable(err))
+}
+
+fn count_error(dependency: &'static str, unavailable: bool) -> bool {
     let kind = if unavailable { "unavailable" } else { "error" };
     metrics::counter!("hmdp_dependency_errors_total", "dependency" => dependency, "kind" => kind).increment(1);
+    unavailable
 }
 
 /// The unique index a statement ran into, by name. MariaDB reports it only

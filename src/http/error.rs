@@ -8,7 +8,7 @@ use axum::{
 };
 
 use super::envelope::Envelope;
-use crate::dependency::{count_error, db_unreachable, redis_unreachable};
+use crate::dependency::{db_failure, redis_failure};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ApiError {
@@ -121,17 +121,13 @@ impl IntoResponse for ApiError {
 
 impl From<sqlx::Error> for ApiError {
     fn from(err: sqlx::Error) -> Self {
-        let unavailable = db_unreachable(&err);
-        count_error("database", unavailable);
-        Self::dependency(unavailable, err)
+        Self::dependency(db_failure(&err), err)
     }
 }
 
 impl From<redis::RedisError> for ApiError {
     fn from(err: redis::RedisError) -> Self {
-        let unavailable = redis_unreachable(&err);
-        count_error("redis", unavailable);
-        Self::dependency(unavailable, err)
+        Self::dependency(redis_failure(&err), err)
     }
 }
 

@@ -5,7 +5,7 @@
 use hmdp_lock::LockError;
 
 use crate::{
-    dependency::{count_error, db_unreachable, redis_unreachable},
+    dependency::{db_failure, redis_failure},
     ids::IdError,
 };
 
@@ -58,17 +58,13 @@ impl SeckillError {
 
 impl From<sqlx::Error> for SeckillError {
     fn from(err: sqlx::Error) -> Self {
-        let unavailable = db_unreachable(&err);
-        count_error("database", unavailable);
-        Self::dependency(unavailable, err)
+        Self::dependency(db_failure(&err), err)
     }
 }
 
 impl From<redis::RedisError> for SeckillError {
     fn from(err: redis::RedisError) -> Self {
-        let unavailable = redis_unreachable(&err);
-        count_error("redis", unavailable);
-        Self::dependency(unavailable, err)
+        Self::dependency(redis_failure(&err), err)
     }
 }
 
