@@ -4,7 +4,7 @@ mod common;
 
 use base64::{Engine, engine::general_purpose::URL_SAFE_NO_PAD};
 use chrono::Utc;
-use common::{JWT_SECRET, TestApp, expect_error, expect_ok, phone};
+use common::{JWT_SECRET, TestApp, expect_error, expect_ok, phone, proxy::Proxy};
 use hmdp::auth::Claims;
 use jsonwebtoken::{Algorithm, EncodingKey, Header};
 use redis::AsyncCommands;
@@ -91,16 +91,33 @@ async fn after_five_wrong_codes_even_the_right_one_fails() {
 
 #[tokio::test]
 async fn wrong_codes_raced_concurrently_get_at_most_five_comparisons() {
-    let app = TestApp::spawn().await;
+    // The app reaches Redis through a proxy that counts the calls of the
+    // code-comparing script: a check-then-compare race would compare more
+    // than five times while the counter lags behind.
+    let proxy = Proxy::to_redis().await;
+    let app = TestApp::spawn_with(|c| c.redis.url = proxy.redis_url()).await;
+    let compare = redis::Script::new(include_str!("../lua/consume_code.lua"));
+    // Loaded beforehand, so each comparison is one EVALSHA (no NOSCRIPT retry).
+    let _: String = redis::cmd("SCRIPT")
+        .arg("LOAD")
+        .arg(include_str!("../lua/consume_code.lua"))
+        .query_async(&mut app.redis.clone())
+        .await
+        .unwrap();
     let p = phone(5);
     expect_ok(app.send_code(&p).await).await;
     let code = app.stored_code(&p).await.unwrap();
-    let wrong = if code == "000000" { "111111" } else { "000000" };
-    let tries = (0..20).map(|_| app.post_login(&p, wrong));
+    proxy.count(compare.get_hash().as_bytes());
+    // Twenty different wrong codes at once.
+    let wrong: Vec<String> =
+        (0..20u32).map(|i| format!("{:06}", (code.parse::<u32>().unwrap() + 1 + i) % 1_000_000)).collect();
+    let tries = wrong.iter().map(|w| app.post_login(&p, w));
     for resp in futures::future::join_all(tries).await {
         assert_eq!(resp.status(), StatusCode::UNAUTHORIZED);
     }
+    assert_eq!(proxy.counted(), 5, "comparisons made against one code");
     expect_error(app.post_login(&p, &code).await, StatusCode::UNAUTHORIZED, "UNAUTHORIZED").await;
+    assert_eq!(proxy.counted(), 5, "no comparison once the code is dropped");
 }
 
 #[tokio::test]

@@ -2,13 +2,14 @@
 //! MariaDB the way a crashed or partitioned instance would, while the
 //! test's own client keeps it. It can also cut one connection right after
 //! forwarding a given request (`cut_after`): the server gets the request
-//! whole, the client never hears the answer.
+//! whole, the client never hears the answer. And it can count the requests
+//! that carry a pattern (`count`), to see what a client really sent.
 
 use std::{
     net::SocketAddr,
     sync::{
         Arc, Mutex,
-        atomic::{AtomicBool, Ordering},
+        atomic::{AtomicBool, AtomicUsize, Ordering},
     },
 };
 
@@ -21,6 +22,22 @@ use tokio::{
 /// A request pattern, and how long traffic stalls once a client sends it.
 type StallTrigger = Arc<Mutex<Option<(Vec<u8>, std::time::Duration)>>>;
 
+/// A pattern, and how many times clients have sent it since it was set.
+#[derive(Clone, Default)]
+struct Counter {
+    pattern: Arc<Mutex<Option<Vec<u8>>>>,
+    hits: Arc<AtomicUsize>,
+}
+
+impl Counter {
+    fn see(&self, bytes: &[u8]) {
+        let pattern = self.pattern.lock().unwrap();
+        let Some(pattern) = pattern.as_ref() else { return };
+        let n = bytes.windows(pattern.len()).filter(|w| *w == pattern.as_slice()).count();
+        self.hits.fetch_add(n, Ordering::SeqCst);
+    }
+}
+
 pub struct Proxy {
     addr: SocketAddr,
     /// True while traffic passes.
@@ -32,6 +49,7 @@ pub struct Proxy {
     stalled: watch::Sender<bool>,
     /// The next request with this pattern stalls traffic for that long.
     stall_on: StallTrigger,
+    counter: Counter,
     /// The URL it stands in for, to be pointed at the proxy.
     url: reqwest::Url,
 }
@@ -62,6 +80,8 @@ impl Proxy {
         let (stalled, _) = watch::channel(false);
         let stall_on: StallTrigger = Arc::default();
         let (stall_tx, stall_trigger) = (stalled.clone(), stall_on.clone());
+        let counter = Counter::default();
+        let counting = counter.clone();
         tokio::spawn(async move {
             loop {
                 let Ok((inbound, _)) = listener.accept().await else { return };
@@ -70,17 +90,17 @@ impl Proxy {
                     continue; // cut: the connection is dropped at once
                 }
                 let stall = Stall { state: stall_tx.subscribe(), sender: stall_tx.clone(), on: stall_trigger.clone() };
-                let (armed, fired) = (armed.clone(), fired_flag.clone());
+                let (armed, fired, counting) = (armed.clone(), fired_flag.clone(), counting.clone());
                 tokio::spawn(async move {
                     let Ok(outbound) = TcpStream::connect(target).await else { return };
                     tokio::select! {
                         _ = state.wait_for(|up| !up) => {}
-                        () = pipe(inbound, outbound, armed, fired, stall) => {}
+                        () = pipe(inbound, outbound, armed, fired, stall, counting) => {}
                     }
                 });
             }
         });
-        Self { addr, up, cut_after, fired, stalled, stall_on, url }
+        Self { addr, up, cut_after, fired, stalled, stall_on, counter, url }
     }
 
     /// The URL through this proxy, credentials and path as in the original.
@@ -118,6 +138,18 @@ impl Proxy {
         *self.stall_on.lock().unwrap() = Some((pattern.to_vec(), for_how_long));
     }
 
+    /// From now on, counts the occurrences of `pattern` in what clients
+    /// send (from zero).
+    pub fn count(&self, pattern: &[u8]) {
+        *self.counter.pattern.lock().unwrap() = Some(pattern.to_vec());
+        self.counter.hits.store(0, Ordering::SeqCst);
+    }
+
+    /// How many times clients sent the pattern given to `count`.
+    pub fn counted(&self) -> usize {
+        self.counter.hits.load(Ordering::SeqCst)
+    }
+
     /// Whether `cut_after` has fired.
     pub fn fired(&self) -> bool {
         self.fired.load(Ordering::SeqCst)
@@ -130,6 +162,7 @@ async fn pipe(
     armed: Arc<Mutex<Option<Vec<u8>>>>,
     fired: Arc<AtomicBool>,
     mut stall: Stall,
+    counter: Counter,
 ) {
     let (mut client_read, mut client_write) = inbound.into_split();
     let (mut server_read, mut server_write) = outbound.into_split();
@@ -153,6 +186,7 @@ async fn pipe(
                 hit
             };
             stall.trigger_on(&buf[..n]);
+            counter.see(&buf[..n]);
             if stall.state.wait_for(|stalled| !stalled).await.is_err() {
                 return;
             }
