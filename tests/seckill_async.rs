@@ -290,7 +290,14 @@ async fn an_order_whose_script_answer_is_lost_to_a_stalled_redis_is_answered_by_
     // first call's answer is lost, and Redis runs that call once the stall
     // ends.
     proxy.stall_on(b"EVALSHA", Duration::from_secs(3));
+    let started = std::time::Instant::now();
     let placed = expect_ok(app.order(voucher, &token).await).await;
+    assert!(proxy.stall_fired(), "Redis stalled at the order script");
+    assert!(
+        started.elapsed() >= Duration::from_secs(2),
+        "answered in {:?}: the first call's answer was not lost to the 2 s response timeout",
+        started.elapsed()
+    );
     let order_id = placed["data"].as_str().unwrap().to_owned();
 
     let report = drained(&app, voucher, Duration::from_secs(15)).await;

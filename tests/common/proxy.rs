@@ -49,6 +49,8 @@ pub struct Proxy {
     stalled: watch::Sender<bool>,
     /// The next request with this pattern stalls traffic for that long.
     stall_on: StallTrigger,
+    /// Set once a `stall_on` pattern was seen and traffic stalled.
+    stall_fired: Arc<AtomicBool>,
     counter: Counter,
     /// The URL it stands in for, to be pointed at the proxy.
     url: reqwest::Url,
@@ -79,7 +81,8 @@ impl Proxy {
         let (armed, fired_flag) = (cut_after.clone(), fired.clone());
         let (stalled, _) = watch::channel(false);
         let stall_on: StallTrigger = Arc::default();
-        let (stall_tx, stall_trigger) = (stalled.clone(), stall_on.clone());
+        let stall_fired = Arc::new(AtomicBool::new(false));
+        let (stall_tx, stall_trigger, stall_flag) = (stalled.clone(), stall_on.clone(), stall_fired.clone());
         let counter = Counter::default();
         let counting = counter.clone();
         tokio::spawn(async move {
@@ -89,7 +92,12 @@ impl Proxy {
                 if !*state.borrow_and_update() {
                     continue; // cut: the connection is dropped at once
                 }
-                let stall = Stall { state: stall_tx.subscribe(), sender: stall_tx.clone(), on: stall_trigger.clone() };
+                let stall = Stall {
+                    state: stall_tx.subscribe(),
+                    sender: stall_tx.clone(),
+                    on: stall_trigger.clone(),
+                    fired: stall_flag.clone(),
+                };
                 let (armed, fired, counting) = (armed.clone(), fired_flag.clone(), counting.clone());
                 tokio::spawn(async move {
                     let Ok(outbound) = TcpStream::connect(target).await else { return };
@@ -100,7 +108,7 @@ impl Proxy {
                 });
             }
         });
-        Self { addr, up, cut_after, fired, stalled, stall_on, counter, url }
+        Self { addr, up, cut_after, fired, stalled, stall_on, stall_fired, counter, url }
     }
 
     /// The URL through this proxy, credentials and path as in the original.
@@ -148,6 +156,11 @@ impl Proxy {
     /// How many times clients sent the pattern given to `count`.
     pub fn counted(&self) -> usize {
         self.counter.hits.load(Ordering::SeqCst)
+    }
+
+    /// Whether a `stall_on` pattern was seen and traffic stalled.
+    pub fn stall_fired(&self) -> bool {
+        self.stall_fired.load(Ordering::SeqCst)
     }
 
     /// Whether `cut_after` has fired.
@@ -228,6 +241,7 @@ struct Stall {
     state: watch::Receiver<bool>,
     sender: watch::Sender<bool>,
     on: StallTrigger,
+    fired: Arc<AtomicBool>,
 }
 
 impl Stall {
@@ -239,6 +253,7 @@ impl Stall {
         }
         let how_long = *how_long;
         *on = None;
+        self.fired.store(true, Ordering::SeqCst);
         self.sender.send_replace(true);
         let sender = self.sender.clone();
         tokio::spawn(async move {
