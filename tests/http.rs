@@ -1,10 +1,13 @@
 //! The envelope on the edges: bad bodies, unknown routes, wrong methods,
-//! headers every response carries, health and readiness.
+//! headers every response carries, health and readiness, course-style
+//! answers. (Not in the metrics tests' binary: its order answers would move
+//! the counters those tests measure exact deltas of.)
 
 mod common;
 
-use common::{TestApp, expect_error, expect_ok};
+use common::{TestApp, expect_error, expect_ok, phone};
 use reqwest::StatusCode;
+use serde_json::Value;
 
 #[tokio::test]
 async fn malformed_json_is_400_in_the_envelope() {
@@ -137,4 +140,35 @@ async fn a_course_database_without_the_safety_constraints_is_refused_at_start_up
     sqlx::raw_sql(&format!("DROP DATABASE `{database}`")).execute(&mut conn).await.unwrap();
     let err = refused.expect("refuses to serve");
     assert!(err.contains("uk_user_voucher") && err.contains("CHECK (stock >= 0)"), "{err}");
+}
+
+#[tokio::test]
+async fn course_style_requests_get_business_failures_as_200_and_401_stays_401() {
+    let app = TestApp::spawn().await;
+    let voucher = app.open_seckill(0).await;
+    let token = app.login(&phone(9_300)).await;
+    let client = reqwest::Client::new();
+    let order = |style: Option<&'static str>, token: Option<String>| {
+        let mut req = client.post(app.url(&format!("/voucher-order/seckill/{voucher}")));
+        if let Some(style) = style {
+            req = req.header("x-api-style", style);
+        }
+        if let Some(token) = token {
+            req = req.header("authorization", token);
+        }
+        req.send()
+    };
+    let rest = order(None, Some(token.clone())).await.unwrap();
+    assert_eq!(rest.status(), StatusCode::CONFLICT);
+    let course = order(Some("course"), Some(token.clone())).await.unwrap();
+    assert_eq!(course.status(), StatusCode::OK);
+    let body: Value = course.json().await.unwrap();
+    assert_eq!(body["success"], false);
+    assert_eq!(body["errorCode"], "SOLD_OUT");
+    assert!(body["errorMsg"].as_str().is_some_and(|m| !m.is_empty()));
+    let anonymous = order(Some("course"), None).await.unwrap();
+    assert_eq!(anonymous.status(), StatusCode::UNAUTHORIZED);
+    let bad = client.post(app.url("/user/code?phone=123")).header("x-api-style", "course").send().await.unwrap();
+    assert_eq!(bad.status(), StatusCode::OK);
+    assert_eq!(bad.json::<Value>().await.unwrap()["errorCode"], "VALIDATION");
 }

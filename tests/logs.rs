@@ -9,7 +9,15 @@ use std::{
     sync::{Arc, Mutex},
 };
 
+use clap::Parser;
 use common::TestApp;
+use hmdp::config::AuthSettings;
+
+#[derive(Parser)]
+struct Cli {
+    #[command(flatten)]
+    auth: AuthSettings,
+}
 
 #[derive(Clone, Default)]
 struct Captured(Arc<Mutex<Vec<u8>>>);
@@ -30,8 +38,14 @@ async fn a_login_logs_neither_the_code_nor_the_whole_phone_at_info() {
     let writer = captured.clone();
     tracing_subscriber::fmt().with_env_filter("info").with_ansi(false).with_writer(move || writer.clone()).init();
 
-    let app = TestApp::spawn().await;
-    assert!(!app.state.config.auth.log_sms_codes, "LOG_SMS_CODES is off by default");
+    // The login settings as `hmdp serve` reads them, from an environment
+    // without LOG_SMS_CODES: what a deployment gets when it says nothing.
+    // SAFETY: this test binary's only test, and the runtime is a current-
+    // thread one: no other thread reads the environment meanwhile.
+    unsafe { std::env::remove_var("LOG_SMS_CODES") };
+    let Cli { auth } = Cli::try_parse_from(["hmdp", "--jwt-secret", common::JWT_SECRET]).expect("the flags parse");
+    assert!(!auth.log_sms_codes, "LOG_SMS_CODES is off by default");
+    let app = TestApp::spawn_with(|c| c.auth = auth).await;
     let phone = "13912345678";
     common::expect_ok(app.send_code(phone).await).await;
     let code = app.stored_code(phone).await.expect("code stored");

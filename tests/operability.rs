@@ -219,34 +219,3 @@ async fn swagger_ui_is_served_from_compiled_in_assets() {
     let init = app.get("/docs/swagger-initializer.js", None).await;
     assert!(init.text().await.unwrap().contains("/openapi.json"));
 }
-
-#[tokio::test]
-async fn course_style_requests_get_business_failures_as_200_and_401_stays_401() {
-    let app = TestApp::spawn().await;
-    let voucher = app.open_seckill(0).await;
-    let token = app.login(&phone(9_300)).await;
-    let client = reqwest::Client::new();
-    let order = |style: Option<&'static str>, token: Option<String>| {
-        let mut req = client.post(app.url(&format!("/voucher-order/seckill/{voucher}")));
-        if let Some(style) = style {
-            req = req.header("x-api-style", style);
-        }
-        if let Some(token) = token {
-            req = req.header("authorization", token);
-        }
-        req.send()
-    };
-    let rest = order(None, Some(token.clone())).await.unwrap();
-    assert_eq!(rest.status(), StatusCode::CONFLICT);
-    let course = order(Some("course"), Some(token.clone())).await.unwrap();
-    assert_eq!(course.status(), StatusCode::OK);
-    let body: Value = course.json().await.unwrap();
-    assert_eq!(body["success"], false);
-    assert_eq!(body["errorCode"], "SOLD_OUT");
-    assert!(body["errorMsg"].as_str().is_some_and(|m| !m.is_empty()));
-    let anonymous = order(Some("course"), None).await.unwrap();
-    assert_eq!(anonymous.status(), StatusCode::UNAUTHORIZED);
-    let bad = client.post(app.url("/user/code?phone=123")).header("x-api-style", "course").send().await.unwrap();
-    assert_eq!(bad.status(), StatusCode::OK);
-    assert_eq!(bad.json::<Value>().await.unwrap()["errorCode"], "VALIDATION");
-}

@@ -82,12 +82,12 @@ impl StrategyRun {
             }
             // A clean audit also passes a strategy that sold nothing (say,
             // every buyer answered DUPLICATE_ORDER from stale Redis state):
-            // with more buyers than units, stock may only be left behind by
-            // a refusal that leaves it by design.
+            // with more buyers than units, each unit left behind needs a
+            // refusal that leaves one by design.
             _ if audit.stock_left > 0
                 && i64::try_from(self.buyers).unwrap_or(i64::MAX)
                     >= audit.initial_stock.saturating_add(SELL_OUT_MARGIN)
-                && !REFUSED_WITH_STOCK_LEFT.iter().any(|why| self.refusals.contains_key(*why)) =>
+                && u64::try_from(audit.stock_left).unwrap_or(0) > self.refused_with_stock_left() =>
             {
                 Some(format!(
                     "{}: {} of {} units left unsold though {} buyers came, and no refusal explains it: {:?}",
@@ -96,6 +96,12 @@ impl StrategyRun {
             }
             _ => None,
         }
+    }
+
+    /// Refusals that leave a unit unsold by design (a lost version race, a
+    /// segment lock not had in time).
+    fn refused_with_stock_left(&self) -> u64 {
+        REFUSED_WITH_STOCK_LEFT.iter().filter_map(|why| self.refusals.get(*why)).sum()
     }
 
     pub fn one_line(&self) -> String {
@@ -229,8 +235,17 @@ mod tests {
         let sold: Vec<u64> = (0..400).collect();
         let cas = run(Experiment::VersionCas, 2_000, 500, &sold, &[("VERSION_CONFLICT", 1_600)]);
         assert_eq!(cas.unexpected(), None);
-        let segmented = run(Experiment::Segmented, 2_000, 500, &sold, &[("LOCK_TIMEOUT", 3), ("SOLD_OUT", 1_597)]);
+        let almost: Vec<u64> = (0..497).collect();
+        let segmented = run(Experiment::Segmented, 2_000, 500, &almost, &[("LOCK_TIMEOUT", 3), ("SOLD_OUT", 1_500)]);
         assert_eq!(segmented.unexpected(), None);
+    }
+
+    #[test]
+    fn one_refusal_that_leaves_stock_does_not_excuse_a_hundred_units_left() {
+        let sold: Vec<u64> = (0..400).collect();
+        let cas = run(Experiment::VersionCas, 2_000, 500, &sold, &[("VERSION_CONFLICT", 1), ("SOLD_OUT", 1_599)]);
+        let why = cas.unexpected().expect("100 units left, one conflict to explain them");
+        assert!(why.contains("100 of 500 units left unsold"), "{why}");
     }
 
     #[test]

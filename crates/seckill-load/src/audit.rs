@@ -1,7 +1,7 @@
 //! What the database says after the run. The numbers are read, never
 //! inferred from the HTTP answers, so the audit can catch the service lying.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use hmdp::seckill::Reconciliation;
 
@@ -50,7 +50,39 @@ pub struct Audit {
     /// Every answer against its user's row, when the users' ids are known.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub answers: Option<AnswerCheck>,
+    /// Users who came to buy.
+    pub buyers: u64,
+    /// Answers that may leave a unit unsold: 429, 503, anything unexpected.
+    pub refusals_leaving_stock: u64,
+    /// More buyers than units, stock left, and fewer refusals that leave
+    /// stock than units left: the sale stopped selling (a stale sold-out
+    /// flag, Redis keys of another voucher) and said SOLD_OUT instead.
+    pub unsold_unexplained: bool,
+    /// HTTP 500s and answers that are not the envelope: outside the
+    /// contract whatever the fault (a dependency fault is a 503).
+    pub answers_outside_contract: u64,
     pub passed: bool,
+}
+
+/// The answers of a run that the audit weighs besides the rows.
+pub struct Refusals {
+    pub buyers: u64,
+    pub leaving_stock: u64,
+    pub outside_contract: u64,
+}
+
+impl Refusals {
+    pub fn count(buyers: u64, recorder: &crate::report::Recorder, others: &BTreeMap<String, u64>) -> Self {
+        let leaving_stock = recorder.count(Outcome::TooManyRequests)
+            + recorder.count(Outcome::Unavailable)
+            + recorder.count(Outcome::Other);
+        let outside_contract = others
+            .iter()
+            .filter(|(what, _)| what.starts_with("HTTP 500") || what.ends_with("not an envelope"))
+            .map(|(_, n)| n)
+            .sum();
+        Self { buyers, leaving_stock, outside_contract }
+    }
 }
 
 impl Audit {
@@ -88,12 +120,30 @@ impl Audit {
             success_answers: successes,
             redis: None,
             answers: None,
+            buyers: 0,
+            refusals_leaving_stock: 0,
+            unsold_unexplained: false,
+            answers_outside_contract: 0,
             passed: oversold == 0
                 && duplicate_pairs == 0
                 && balanced
                 && after.stock >= 0
                 && new_orders == successes as i64,
         }
+    }
+
+    /// Adds what the answers say of the stock left and of the contract:
+    /// stock left to more buyers than units with nothing to explain it, or
+    /// any answer outside the contract, fails the audit.
+    pub fn with_refusals(mut self, refusals: Refusals) -> Self {
+        self.buyers = refusals.buyers;
+        self.refusals_leaving_stock = refusals.leaving_stock;
+        self.answers_outside_contract = refusals.outside_contract;
+        let left = u64::try_from(self.remaining_stock).unwrap_or(0);
+        let initial = u64::try_from(self.initial_stock).unwrap_or(0);
+        self.unsold_unexplained = refusals.buyers > initial && left > refusals.leaving_stock;
+        self.passed &= !self.unsold_unexplained && refusals.outside_contract == 0;
+        self
     }
 
     /// Adds the per-user check; an answer that lied fails the audit.
@@ -127,7 +177,7 @@ impl Audit {
             .map(|r| format!("Redis against MariaDB, after the drain\n  {}", r.render()))
             .unwrap_or_default();
         format!(
-            "Audit of voucher {} (from MariaDB)\n  initial stock          {}\n  orders                 {}\n  remaining stock        {}\n  oversold               {}\n  duplicate (user, voucher) pairs {}\n  stock + orders = initial  {}\n  orders created by this run {} / success answers {}\n{}{}  result                 {}\n",
+            "Audit of voucher {} (from MariaDB)\n  initial stock          {}\n  orders                 {}\n  remaining stock        {}\n  oversold               {}\n  duplicate (user, voucher) pairs {}\n  stock + orders = initial  {}\n  orders created by this run {} / success answers {}\n  buyers {}, refusals that may leave stock {}{}\n  answers outside the contract (500, not the envelope) {}\n{}{}  result                 {}\n",
             self.voucher_id,
             self.initial_stock,
             self.orders,
@@ -137,6 +187,10 @@ impl Audit {
             if self.stock_plus_orders_is_initial { "yes" } else { "NO" },
             self.new_orders,
             self.success_answers,
+            self.buyers,
+            self.refusals_leaving_stock,
+            if self.unsold_unexplained { ": UNSOLD STOCK NOTHING EXPLAINS" } else { "" },
+            self.answers_outside_contract,
             answers,
             redis,
             if self.passed { "PASS" } else { "FAIL" },
@@ -243,6 +297,28 @@ mod tests {
     fn stock_that_vanished_without_an_order_fails() {
         let audit = verdict(0, 99, 0, 99);
         assert!(!audit.stock_plus_orders_is_initial && !audit.passed);
+    }
+
+    fn refusals(buyers: u64, leaving_stock: u64, outside_contract: u64) -> Refusals {
+        Refusals { buyers, leaving_stock, outside_contract }
+    }
+
+    #[test]
+    fn stock_left_to_more_buyers_than_units_fails_unless_refusals_explain_it() {
+        // 200 buyers for 100 units, 50 sold, the rest told SOLD_OUT.
+        let stalled = verdict(50, 50, 0, 50).with_refusals(refusals(200, 0, 0));
+        assert!(stalled.unsold_unexplained && !stalled.passed);
+        // The same, with 50 answers that leave a unit (429, 503).
+        let explained = verdict(50, 50, 0, 50).with_refusals(refusals(200, 50, 0));
+        assert!(!explained.unsold_unexplained && explained.passed);
+        assert!(!verdict(50, 50, 0, 50).with_refusals(refusals(200, 49, 0)).passed, "one unit too many");
+        // Fewer buyers than units: stock is left by design.
+        assert!(verdict(50, 50, 0, 50).with_refusals(refusals(50, 0, 0)).passed);
+    }
+
+    #[test]
+    fn an_answer_outside_the_contract_fails() {
+        assert!(!verdict(0, 100, 0, 100).with_refusals(refusals(100, 1, 1)).passed);
     }
 
     #[test]

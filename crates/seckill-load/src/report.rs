@@ -13,14 +13,18 @@ pub enum Outcome {
     SoldOut,
     Duplicate,
     TooManyRequests,
+    /// 503 UNAVAILABLE: a dependency fault, as the contract answers it.
+    Unavailable,
+    /// Anything else; `call` says what, by status.
     Other,
 }
 
-const OUTCOMES: [(Outcome, &str); 5] = [
+const OUTCOMES: [(Outcome, &str); 6] = [
     (Outcome::Success, "success"),
     (Outcome::SoldOut, "SOLD_OUT"),
     (Outcome::Duplicate, "DUPLICATE_ORDER"),
     (Outcome::TooManyRequests, "429"),
+    (Outcome::Unavailable, "503"),
     (Outcome::Other, "other"),
 ];
 
