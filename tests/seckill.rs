@@ -268,6 +268,35 @@ async fn grouping_app(adjust: impl FnOnce(&mut hmdp::Config)) -> TestApp {
 }
 
 #[tokio::test]
+async fn stock_added_after_a_sell_out_sells_again_within_seconds() {
+    let app = TestApp::spawn().await;
+    let voucher = app.open_seckill(1).await;
+    let users = app.seed_users(4).await;
+    expect_ok(app.order(voucher, &users[0].1).await).await;
+    expect_error(app.order(voucher, &users[1].1).await, StatusCode::CONFLICT, "SOLD_OUT").await;
+    // An operator's correction, straight into the row.
+    sqlx::query("UPDATE tb_seckill_voucher SET stock = 2 WHERE voucher_id = ?")
+        .bind(voucher)
+        .execute(&app.db)
+        .await
+        .unwrap();
+
+    let started = std::time::Instant::now();
+    loop {
+        let resp = app.order(voucher, &users[2].1).await;
+        if resp.status() == StatusCode::OK {
+            break;
+        }
+        expect_error(resp, StatusCode::CONFLICT, "SOLD_OUT").await;
+        assert!(started.elapsed() < std::time::Duration::from_secs(5), "the sold-out flag never learned of the stock");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    expect_ok(app.order(voucher, &users[3].1).await).await;
+    assert_eq!(app.orders_of(voucher).await, (3, 3));
+    assert_eq!(app.stock_of(voucher).await, 0);
+}
+
+#[tokio::test]
 async fn a_group_commit_worker_ends_once_its_voucher_went_idle_and_at_shutdown() {
     let mut app = TestApp::spawn_with(|c| {
         c.seckill.order_batch_max = 64;

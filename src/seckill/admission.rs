@@ -8,13 +8,13 @@
 //! transactions at a time reach the row and keeps the rest waiting cheaply
 //! in memory. It also remembers the sale window (immutable once created:
 //! there is no update route) and whether the voucher sold out, so refused
-//! requests cost no database work at all.
+//! requests cost no database work beyond one stock read per second.
 
 use std::{
     collections::HashMap,
     sync::{
         Arc, Mutex,
-        atomic::{AtomicBool, AtomicUsize, Ordering},
+        atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering},
     },
 };
 
@@ -28,6 +28,12 @@ use super::{
     error::{SeckillError, SeckillResult},
     store,
 };
+
+/// How long a sold-out voucher is answered from memory before one request
+/// reads its stock again: stock can come back (an operator's correction,
+/// later a cancelled order), and each instance learns of it this soon, at
+/// the price of one primary-key read per second per sold-out voucher.
+const SOLD_OUT_RECHECK: Duration = Duration::from_secs(1);
 
 /// How long an id found missing is answered 404 without a look at MariaDB.
 const MISSING_MEMORY: Duration = Duration::from_secs(5);
@@ -60,6 +66,11 @@ pub(super) struct Gate {
     pub window: SaleWindow,
     row: Arc<Semaphore>,
     sold_out: AtomicBool,
+    /// When MariaDB last said 0, in ms since `created`.
+    sold_out_seen_ms: AtomicU64,
+    /// One request at a time reads the stock again.
+    rechecking: AtomicBool,
+    created: Instant,
     /// Orders of this instance waiting for the row (or for their group).
     waiting: AtomicUsize,
     queue_max: usize,
@@ -111,11 +122,37 @@ impl Gate {
     }
 
     /// Only for a stock of 0 that MariaDB reported as committed (the
-    /// conditional UPDATE matched no row, or a plain read saw 0). Stock
-    /// only ever goes down, so the flag cannot hide stock that is there; a
-    /// future restock or refund route must clear it.
+    /// conditional UPDATE matched no row, or a plain read saw 0). The flag
+    /// may hide stock added later for at most `SOLD_OUT_RECHECK`.
     pub(super) fn mark_sold_out(&self) {
+        self.sold_out_seen_ms.store(self.elapsed_ms(), Ordering::Release);
         self.sold_out.store(true, Ordering::Release);
+    }
+
+    /// True for the one caller that should read the stock again now: the
+    /// voucher is sold out here, MariaDB said so longer ago than
+    /// `SOLD_OUT_RECHECK`, and nobody else is reading it.
+    fn recheck_due(&self) -> bool {
+        self.is_sold_out()
+            && self.elapsed_ms().saturating_sub(self.sold_out_seen_ms.load(Ordering::Acquire))
+                >= SOLD_OUT_RECHECK.as_millis() as u64
+            && self.rechecking.compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire).is_ok()
+    }
+
+    /// What the recheck read: stock back on sale, or still none (or no
+    /// answer, which changes nothing).
+    fn recheck_done(&self, stock: Option<i32>) {
+        match stock {
+            Some(left) if left > 0 => self.sold_out.store(false, Ordering::Release),
+            Some(_) => self.mark_sold_out(),
+            // Not read: again in a second, not at the next request.
+            None => self.sold_out_seen_ms.store(self.elapsed_ms(), Ordering::Release),
+        }
+        self.rechecking.store(false, Ordering::Release);
+    }
+
+    fn elapsed_ms(&self) -> u64 {
+        u64::try_from(self.created.elapsed().as_millis()).unwrap_or(u64::MAX)
     }
 }
 
@@ -146,8 +183,16 @@ impl VoucherGates {
     /// The voucher's gate, read from the database the first time this
     /// instance sees the voucher; 404 for a voucher that is not a seckill one.
     pub(super) async fn get_or_load(&self, db: &MySqlPool, voucher_id: u64) -> SeckillResult<Arc<Gate>> {
-        if let Some(gate) = self.gates.lock().expect("voucher gates poisoned").get(&voucher_id) {
-            return Ok(gate.clone());
+        let known = self.gates.lock().expect("voucher gates poisoned").get(&voucher_id).cloned();
+        if let Some(gate) = known {
+            if gate.recheck_due() {
+                let read = store::sale(db, voucher_id).await;
+                gate.recheck_done(read.as_ref().ok().and_then(|sale| sale.map(|s| s.stock)));
+                if read.as_ref().is_ok_and(Option::is_some) && !gate.is_sold_out() {
+                    tracing::info!(voucher_id, "stock came back to a sold-out voucher; selling again");
+                }
+            }
+            return Ok(gate);
         }
         if self.recently_missing(voucher_id) {
             return Err(SeckillError::NoSuchVoucher);
@@ -182,6 +227,9 @@ impl VoucherGates {
                     window,
                     row: Arc::new(Semaphore::new(self.permits_per_voucher)),
                     sold_out: AtomicBool::new(false),
+                    sold_out_seen_ms: AtomicU64::new(0),
+                    rechecking: AtomicBool::new(false),
+                    created: Instant::now(),
                     waiting: AtomicUsize::new(0),
                     queue_max: self.queue_max,
                 })
