@@ -157,12 +157,13 @@ impl Seckill {
         }
     }
 
-    /// A new seckill voucher is put on sale: in the asynchronous mode its
-    /// keys are loaded and the consumers start reading its stream.
+    /// A seckill voucher just created is put on sale: in the asynchronous
+    /// mode whatever Redis held under its id goes, its keys are loaded and
+    /// the consumers start reading its stream.
     pub async fn prepare_sale(&self, voucher_id: u64) -> SeckillResult<()> {
         match &self.0.mode {
             Mode::Sync(_) => Ok(()),
-            Mode::Async { orders, .. } => orders.load(voucher_id).await,
+            Mode::Async { orders, .. } => orders.open(voucher_id).await,
         }
     }
 

@@ -152,6 +152,34 @@ impl AsyncOrders {
         Ok(!store::existing_orders(&self.db, &[order_id]).await?.is_empty())
     }
 
+    /// Puts a voucher that was just created on sale. Nothing in Redis can
+    /// belong to it yet: keys under its id were left by another database
+    /// whose voucher had the same id (a Redis that outlived its database),
+    /// and would sell its stock, refuse its buyers or persist its pending
+    /// orders as this voucher's. They go, all of them in one DEL (one slot),
+    /// and the keys are loaded from MariaDB.
+    pub(super) async fn open(&self, voucher_id: u64) -> SeckillResult<()> {
+        let sk = self.keys.seckill(voucher_id);
+        let stale: u64 = redis::cmd("DEL")
+            .arg(&sk.stock)
+            .arg(&sk.window)
+            .arg(&sk.buyers)
+            .arg(&sk.orders)
+            .arg(&sk.dead)
+            .arg(&sk.pending)
+            .arg(&sk.failed)
+            .query_async(&mut self.redis.clone())
+            .await?;
+        if stale > 0 {
+            tracing::warn!(
+                voucher_id,
+                keys = stale,
+                "a new voucher found keys another voucher left under its id; removed"
+            );
+        }
+        self.load(voucher_id).await
+    }
+
     /// Loads a voucher's keys from MariaDB unless they are all there, and makes
     /// the consumers read its stream. 404 when it is not a seckill voucher.
     ///
