@@ -27,7 +27,7 @@ use state::DAY;
 pub use state::{Auth, LoginLimits};
 pub use token::{Claims, TokenKeys};
 
-use phone::validate_phone;
+use phone::{InvalidPhone, validate_phone};
 
 use crate::{
     http::ratelimit::RateLimiter,
@@ -38,6 +38,12 @@ use crate::{
         failures::{RateLimited, Unauthorized, Unavailable},
     },
 };
+
+impl From<InvalidPhone> for ApiError {
+    fn from(err: InvalidPhone) -> Self {
+        Self::Validation(err.to_string())
+    }
+}
 
 impl From<CodeError> for ApiError {
     fn from(err: CodeError) -> Self {

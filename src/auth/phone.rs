@@ -1,12 +1,15 @@
 //! The phone numbers the service accepts.
 
-use crate::http::{ApiError, ApiResult};
+/// Not a phone number the service accepts; answered 400 with this text.
+#[derive(Debug, thiserror::Error)]
+#[error("phone must be 11 digits like 13800000000")]
+pub struct InvalidPhone;
 
 /// Mainland mobile numbers: `^1[3-9]\d{9}$`.
-pub(crate) fn validate_phone(phone: &str) -> ApiResult<&str> {
+pub(crate) fn validate_phone(phone: &str) -> Result<&str, InvalidPhone> {
     let b = phone.as_bytes();
     let ok = b.len() == 11 && b[0] == b'1' && (b'3'..=b'9').contains(&b[1]) && b.iter().all(u8::is_ascii_digit);
-    if ok { Ok(phone) } else { Err(ApiError::validation("phone must be 11 digits like 13800000000")) }
+    if ok { Ok(phone) } else { Err(InvalidPhone) }
 }
 
 #[cfg(test)]
