@@ -80,7 +80,7 @@ pub(crate) async fn build_state(config: Config) -> anyhow::Result<AppState> {
         LockConfig { watchdog_ttl: Duration::from_millis(config.seckill.lock_watchdog_ttl_ms) },
     );
     let order_ids = OrderIdGenerator::new(redis.clone(), keys.clone(), config.seckill.order_id_block);
-    let instance = config.server.instance_id.clone().unwrap_or_else(|| "unknown".into());
+    let instance = config.instance_id().to_owned();
     let deps = seckill::Dependencies { db: db.clone(), redis: redis.clone(), keys: keys.clone(), order_ids, locks };
     let seckill = Seckill::build(&config, &instance, deps).await?;
     Ok(AppState {

@@ -37,6 +37,6 @@ pub struct AppState {
 
 impl AppState {
     pub fn instance_id(&self) -> &str {
-        self.config.server.instance_id.as_deref().unwrap_or("unknown")
+        self.config.instance_id()
     }
 }
