@@ -15,6 +15,7 @@
 use std::time::{Duration, Instant};
 
 use hmdp::{
+    config::RedisSettings,
     lock::{Holder, LockConfig, LockService},
     startup::connect_redis,
 };
@@ -25,10 +26,13 @@ async fn main() -> anyhow::Result<()> {
     let tasks: usize = args.next().map(|a| a.parse()).transpose()?.unwrap_or(1);
     let seconds: u64 = args.next().map(|a| a.parse()).transpose()?.unwrap_or(5);
     let url = args.next().unwrap_or_else(|| "redis://127.0.0.1:6379".into());
+    // REDIS_CLUSTER_NODES, when set, measures the cluster instead.
+    let settings =
+        RedisSettings { url, cluster_nodes: std::env::var("REDIS_CLUSTER_NODES").ok(), key_prefix: String::new() };
 
-    let locks = LockService::new(redis::Client::open(url.as_str())?, connect_redis(&url).await?, LockConfig::default());
+    let locks = LockService::new(connect_redis(&settings).await?, LockConfig::default());
     let raw = std::env::var_os("LOCK_BENCH_RAW").is_some();
-    let conn = connect_redis(&url).await?;
+    let conn = connect_redis(&settings).await?;
     let run = format!("bench:{}", uuid::Uuid::new_v4().simple());
     let deadline = Instant::now() + Duration::from_secs(seconds);
     let started = Instant::now();
@@ -72,10 +76,9 @@ async fn main() -> anyhow::Result<()> {
     let what = if raw { "raw_evalsha" } else { "lock_pairs" };
     println!("{what} tasks={tasks} ops={pairs} seconds={elapsed:.2} per_sec={:.0}", pairs as f64 / elapsed);
 
-    let mut redis = connect_redis(&url).await?;
-    let fences: Vec<String> = redis::cmd("KEYS").arg(format!("{run}:*")).query_async(&mut redis).await?;
-    if !fences.is_empty() {
-        redis::cmd("DEL").arg(&fences).exec_async(&mut redis).await?;
+    let mut redis = connect_redis(&settings).await?;
+    for fence in redis.scan_match(&format!("{run}:*")).await? {
+        redis::cmd("DEL").arg(&fence).exec_async(&mut redis).await?;
     }
     Ok(())
 }

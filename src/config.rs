@@ -48,6 +48,11 @@ pub struct RedisSettings {
     #[arg(id = "redis_url", long = "redis-url", env = "REDIS_URL", default_value = "redis://127.0.0.1:6379")]
     pub url: String,
 
+    /// Comma-separated `host:port` of Redis Cluster nodes; when set, the
+    /// cluster is used instead of `REDIS_URL`.
+    #[arg(id = "redis_cluster_nodes", long = "redis-cluster-nodes", env = "REDIS_CLUSTER_NODES")]
+    pub cluster_nodes: Option<String>,
+
     /// Prepended to every Redis key and channel. Empty in production (the
     /// contract's key names); tests set it so they can share one Redis.
     #[arg(id = "redis_key_prefix", long = "redis-key-prefix", env = "REDIS_KEY_PREFIX", default_value = "")]
@@ -201,6 +206,18 @@ pub struct SeckillSettings {
     /// dead-lettered, and its stock and buyer slot are given back.
     #[arg(long, env = "ASYNC_MAX_DELIVERIES", default_value_t = 3)]
     pub async_max_deliveries: u64,
+
+    /// Asynchronous mode: replicas that must acknowledge an order (Redis
+    /// `WAIT`) before it is answered 200, so that a master's death cannot
+    /// take it. Unset: 1 when every Redis master has a replica at start-up,
+    /// else 0 (off).
+    #[arg(long, env = "ORDER_REPLICA_ACKS")]
+    pub order_replica_acks: Option<u32>,
+
+    /// How long an order waits for those acknowledgements; past it the
+    /// order is answered 202, accepted but not yet replicated.
+    #[arg(long, env = "ORDER_REPLICA_WAIT_MS", default_value_t = 500)]
+    pub order_replica_wait_ms: u64,
 }
 
 impl std::fmt::Debug for DatabaseSettings {
@@ -216,6 +233,7 @@ impl std::fmt::Debug for RedisSettings {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RedisSettings")
             .field("url", &without_password(&self.url))
+            .field("cluster_nodes", &self.cluster_nodes)
             .field("key_prefix", &self.key_prefix)
             .finish()
     }
@@ -372,6 +390,12 @@ impl SeckillSettings {
         }
         if self.async_max_deliveries == 0 {
             anyhow::bail!("ASYNC_MAX_DELIVERIES must be at least 1");
+        }
+        if self.order_replica_acks.is_some_and(|n| n > 16) {
+            anyhow::bail!("ORDER_REPLICA_ACKS must be at most 16");
+        }
+        if !(1..=10_000).contains(&self.order_replica_wait_ms) {
+            anyhow::bail!("ORDER_REPLICA_WAIT_MS must be between 1 and 10000");
         }
         Ok(())
     }

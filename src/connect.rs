@@ -4,11 +4,13 @@
 use std::time::Duration;
 
 use anyhow::Context;
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use hmdp_redis::{Endpoint, Redis};
 use sqlx::{
     ConnectOptions, Connection, MySqlPool,
     mysql::{MySqlConnectOptions, MySqlConnection, MySqlPoolOptions},
 };
+
+use crate::config::RedisSettings;
 
 /// Connects, first creating the database named in the URL when it does not
 /// exist (a fresh MariaDB has none).
@@ -46,17 +48,16 @@ async fn ensure_database(options: &MySqlConnectOptions, database: &str) -> anyho
     Ok(())
 }
 
-/// A reconnecting connection. Commands time out instead of hanging, so a
-/// dead Redis becomes a quick 503 rather than a stuck request.
-pub async fn connect_redis(url: &str) -> anyhow::Result<ConnectionManager> {
-    connect_redis_with(url, Duration::from_secs(2)).await
+/// A reconnecting connection to one Redis or to the cluster the settings
+/// name. Commands time out instead of hanging, so a dead Redis becomes a
+/// quick 503 rather than a stuck request; a cluster that does not serve
+/// every slot is an error here, at start-up.
+pub async fn connect_redis(settings: &RedisSettings) -> anyhow::Result<Redis> {
+    connect_redis_with(settings, Duration::from_secs(2)).await
 }
 
-pub(crate) async fn connect_redis_with(url: &str, response_timeout: Duration) -> anyhow::Result<ConnectionManager> {
-    let client = redis::Client::open(url).context("parsing REDIS_URL")?;
-    let config = ConnectionManagerConfig::new()
-        .set_connection_timeout(Some(Duration::from_secs(2)))
-        .set_response_timeout(Some(response_timeout))
-        .set_number_of_retries(2);
-    ConnectionManager::new_with_config(client, config).await.context("connecting to Redis")
+pub(crate) async fn connect_redis_with(settings: &RedisSettings, response_timeout: Duration) -> anyhow::Result<Redis> {
+    let endpoint = Endpoint::new(&settings.url, settings.cluster_nodes.as_deref())?;
+    let described = endpoint.describe();
+    endpoint.connect(response_timeout).await.with_context(|| format!("connecting to Redis ({described})"))
 }

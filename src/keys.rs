@@ -28,9 +28,13 @@ impl Keys {
         format!("{}login:code:cooldown:{phone}", self.prefix)
     }
 
-    /// Counts tries against the current code; reset when a new code is sent.
+    /// Counts tries against the current code; reset when a new code is
+    /// sent, in one transaction with the code: so it takes the code key's
+    /// whole name as its hash tag, `{login:code:<phone>}:attempts`, to
+    /// share its slot on Redis Cluster. (A test's prefix goes in front as
+    /// well, so the key is still found under the prefix.)
     pub fn login_code_attempts(&self, phone: &str) -> String {
-        format!("{}login:code:attempts:{phone}", self.prefix)
+        format!("{}{{{}}}:attempts", self.prefix, self.login_code(phone))
     }
 
     pub fn session(&self, session_id: &str) -> String {
@@ -96,4 +100,15 @@ pub struct SeckillKeys {
     /// hash: order id -> `<userId>:<ts ms>` of the dead-lettered orders;
     /// what makes an order `FAILED`.
     pub failed: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Keys;
+
+    #[test]
+    fn the_code_attempts_take_the_code_key_as_their_hash_tag() {
+        assert_eq!(Keys::new("").login_code_attempts("13800000000"), "{login:code:13800000000}:attempts");
+        assert_eq!(Keys::new("t:").login_code_attempts("13800000000"), "t:{t:login:code:13800000000}:attempts");
+    }
 }

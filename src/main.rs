@@ -86,7 +86,7 @@ async fn reconcile(db: &DatabaseSettings, redis: &RedisSettings, voucher: Option
     // No secrets: it reads the tables (made when missing) and the keys.
     let pool = startup::connect_database(&db.url, 2).await?;
     startup::migrate(&pool).await?;
-    let mut conn = startup::connect_redis(&redis.url).await?;
+    let mut conn = startup::connect_redis(redis).await?;
     let keys = Keys::new(&redis.key_prefix);
     let vouchers: Vec<u64> = match voucher {
         Some(id) => vec![id],
@@ -117,7 +117,7 @@ async fn seed_users(
     let started = std::time::Instant::now();
     let pool = startup::connect_database(&db.url, db.max_connections).await?;
     startup::migrate(&pool).await?;
-    let conn = startup::connect_redis(&redis.url).await?;
+    let conn = startup::connect_redis(redis).await?;
     let sessions = SessionStore::new(conn, Keys::new(&redis.key_prefix));
     let tokens = TokenKeys::new(auth.jwt_secret.as_bytes());
     let users = hmdp::auth::seed_users(&pool, &sessions, &tokens, first_phone, count).await?;

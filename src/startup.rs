@@ -71,11 +71,9 @@ pub(crate) async fn build_state(config: Config) -> anyhow::Result<AppState> {
     let db = connect_database(&config.db.url, config.db.max_connections).await?;
     migrate(&db).await?;
     verify_safety_constraints(&db).await?;
-    let redis = connect_redis(&config.redis.url).await?;
+    let redis = connect_redis(&config.redis).await?;
     let keys = Keys::new(&config.redis.key_prefix);
-    let pubsub_client = redis::Client::open(config.redis.url.as_str()).context("parsing REDIS_URL")?;
     let locks = LockService::new(
-        pubsub_client,
         redis.clone(),
         LockConfig { watchdog_ttl: Duration::from_millis(config.seckill.lock_watchdog_ttl_ms) },
     );

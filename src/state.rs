@@ -9,8 +9,8 @@
 use std::sync::Arc;
 
 use axum::extract::FromRef;
+use hmdp_redis::Redis;
 use metrics_exporter_prometheus::PrometheusHandle;
-use redis::aio::ConnectionManager;
 use sqlx::MySqlPool;
 
 use crate::{
@@ -23,7 +23,7 @@ use crate::{
 #[derive(Clone, FromRef)]
 pub struct AppState {
     pub db: MySqlPool,
-    pub redis: ConnectionManager,
+    pub redis: Redis,
     pub config: Arc<Config>,
     pub auth: Auth,
     pub seckill: Seckill,

@@ -95,7 +95,11 @@ async fn wrong_codes_raced_concurrently_get_at_most_five_comparisons() {
     // code-comparing script: a check-then-compare race would compare more
     // than five times while the counter lags behind.
     let proxy = Proxy::to_redis().await;
-    let app = TestApp::spawn_with(|c| c.redis.url = proxy.redis_url()).await;
+    let app = TestApp::spawn_with(|c| {
+        c.redis.url = proxy.redis_url();
+        c.redis.cluster_nodes = None;
+    })
+    .await;
     let compare = redis::Script::new(include_str!("../lua/consume_code.lua"));
     // Loaded beforehand, so each comparison is one EVALSHA (no NOSCRIPT retry).
     let _: String = redis::cmd("SCRIPT")

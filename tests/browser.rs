@@ -149,7 +149,7 @@ async fn in_a_browser_a_buyer_logs_in_buys_sees_the_order_and_is_told_already_bo
     page.find(Locator::Id("phone")).await.unwrap().send_keys(&phone).await.unwrap();
     page.find(Locator::Id("send-code")).await.unwrap().click().await.unwrap();
     wait_text(&page, "#message", |t| t == "Code sent.").await;
-    let mut redis = hmdp::startup::connect_redis(&env("REDIS_URL")).await.unwrap();
+    let mut redis = hmdp::startup::connect_redis(&common::redis_settings("")).await.unwrap();
     let code: String = redis.get(format!("login:code:{phone}")).await.unwrap();
     page.find(Locator::Id("code")).await.unwrap().send_keys(&code).await.unwrap();
     page.find(Locator::Id("login")).await.unwrap().click().await.unwrap();

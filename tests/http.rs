@@ -98,7 +98,11 @@ async fn a_missing_jwt_secret_is_a_clear_startup_error() {
 async fn when_redis_is_unreachable_ready_and_protected_routes_answer_503() {
     let proxy = common::proxy::Proxy::to_redis().await;
     let redis_url = proxy.redis_url();
-    let app = TestApp::spawn_with(|c| c.redis.url = redis_url).await;
+    let app = TestApp::spawn_with(|c| {
+        c.redis.url = redis_url;
+        c.redis.cluster_nodes = None;
+    })
+    .await;
     let token = app.login("13900000077").await;
     expect_ok(app.get("/user/me", Some(&token)).await).await;
 

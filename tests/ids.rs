@@ -4,7 +4,7 @@ mod common;
 
 use std::collections::{BTreeSet, HashSet};
 
-use hmdp::{ids::OrderIdGenerator, keys::Keys, startup::connect_redis};
+use hmdp::{ids::OrderIdGenerator, keys::Keys};
 
 const TASKS: usize = 8;
 const IDS_PER_TASK: usize = 2_000;
@@ -15,8 +15,8 @@ async fn draw(block: u32) -> (Vec<Vec<i64>>, i64) {
     let prefix = format!("test:{}:", uuid::Uuid::new_v4().simple());
     let keys = Keys::new(&prefix);
     let generators = [
-        OrderIdGenerator::new(connect_redis(&common::redis_url()).await.unwrap(), keys.clone(), block),
-        OrderIdGenerator::new(connect_redis(&common::redis_url()).await.unwrap(), keys.clone(), block),
+        OrderIdGenerator::new(common::redis().await, keys.clone(), block),
+        OrderIdGenerator::new(common::redis().await, keys.clone(), block),
     ];
     let tasks: Vec<_> = (0..TASKS)
         .map(|t| {
@@ -35,12 +35,13 @@ async fn draw(block: u32) -> (Vec<Vec<i64>>, i64) {
         per_task.push(task.await.unwrap());
     }
 
-    let mut redis = connect_redis(&common::redis_url()).await.unwrap();
-    let keys_made: Vec<String> =
-        redis::cmd("KEYS").arg(format!("{prefix}icr:order:*")).query_async(&mut redis).await.unwrap();
+    let mut redis = common::redis().await;
+    let keys_made = redis.scan_match(&format!("{prefix}icr:order:*")).await.unwrap();
     assert!(!keys_made.is_empty() && keys_made.iter().all(|k| k.len() == prefix.len() + "icr:order:yyyy:MM:dd".len()));
-    let counters: Vec<i64> = redis::cmd("MGET").arg(&keys_made).query_async(&mut redis).await.unwrap();
-    let _: () = redis::cmd("DEL").arg(&keys_made).query_async(&mut redis).await.unwrap();
+    let mut counters = Vec::new();
+    for key in &keys_made {
+        counters.push(redis::cmd("GETDEL").arg(key).query_async::<i64>(&mut redis).await.unwrap());
+    }
     (per_task, counters.iter().sum())
 }
 

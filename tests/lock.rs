@@ -10,20 +10,30 @@ use hmdp::{
     lock::{Holder, LockConfig, LockError, LockService, Unlocked},
     startup::connect_redis,
 };
-use redis::{AsyncCommands, aio::ConnectionManager};
+use hmdp_redis::Redis;
+use redis::AsyncCommands;
 
+/// A service on one Redis at `url` (a fault proxy), whatever the suite runs on.
 async fn service_at(url: &str, watchdog_ttl: Duration) -> LockService {
-    let client = redis::Client::open(url).unwrap();
-    let conn = connect_redis(url).await.unwrap();
-    LockService::new(client, conn, LockConfig { watchdog_ttl })
+    let settings = hmdp::config::RedisSettings { url: url.to_owned(), cluster_nodes: None, key_prefix: String::new() };
+    LockService::new(connect_redis(&settings).await.unwrap(), LockConfig { watchdog_ttl })
 }
 
+/// A service on the Redis (or cluster) the suite runs on.
 async fn service(watchdog_ttl: Duration) -> LockService {
-    service_at(&common::redis_url(), watchdog_ttl).await
+    LockService::new(redis().await, LockConfig { watchdog_ttl })
 }
 
-async fn redis() -> ConnectionManager {
-    connect_redis(&common::redis_url()).await.unwrap()
+async fn redis() -> Redis {
+    common::redis().await
+}
+
+/// The one Redis behind the fault proxy: a test that cuts a proxy keeps
+/// every party on that Redis, even when the suite runs on the cluster.
+async fn proxied_redis() -> Redis {
+    let settings =
+        hmdp::config::RedisSettings { url: common::redis_url(), cluster_nodes: None, key_prefix: String::new() };
+    connect_redis(&settings).await.unwrap()
 }
 
 /// A lock name no other test uses, with a hash tag like the order lock.
@@ -165,13 +175,13 @@ async fn an_unlock_that_fails_stops_the_renewal_so_the_lease_frees_the_lock() {
     // Without renewal the key is gone within its lease; a watchdog that
     // kept renewing would hold it for as long as the process lives.
     let started = Instant::now();
-    let mut redis = redis().await;
+    let mut redis = proxied_redis().await;
     while redis.exists::<_, bool>(&key).await.unwrap() {
         assert!(started.elapsed() < ttl * 4, "the lock is still held {:?} after the failed unlock", started.elapsed());
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     // And it can be taken again.
-    let other = service(ttl).await;
+    let other = service_at(&common::redis_url(), ttl).await;
     let again = other.try_lock(&name, &Holder::random(), NO_WAIT, None).await.unwrap().expect("free again");
     again.unlock().await.unwrap();
 }
@@ -217,7 +227,7 @@ async fn a_holder_cut_off_from_redis_is_told_it_lost_the_lock_before_another_get
     let ttl = Duration::from_secs(1);
     let proxy = Proxy::to_redis().await;
     let doomed = service_at(&proxy.redis_url(), ttl).await;
-    let healthy = service(ttl).await;
+    let healthy = service_at(&common::redis_url(), ttl).await;
     let name = unique_name();
     let guard = doomed.try_lock(&name, &Holder::random(), NO_WAIT, None).await.unwrap().unwrap();
     let acquired_at = Instant::now();
@@ -328,7 +338,7 @@ async fn a_dropped_guard_that_cannot_reach_redis_is_freed_by_its_ttl() {
     let ttl = Duration::from_millis(500);
     let proxy = Proxy::to_redis().await;
     let cut_off = service_at(&proxy.redis_url(), ttl).await;
-    let healthy = service(ttl).await;
+    let healthy = service_at(&common::redis_url(), ttl).await;
     let name = unique_name();
     let key = LockService::key_of(&name);
     let guard = cut_off.try_lock(&name, &Holder::random(), NO_WAIT, None).await.unwrap().unwrap();
@@ -343,7 +353,7 @@ async fn a_dropped_guard_that_cannot_reach_redis_is_freed_by_its_ttl() {
     }
     proxy.restore();
     let restored = Instant::now();
-    let mut redis = redis().await;
+    let mut redis = proxied_redis().await;
     while redis.exists::<_, bool>(&key).await.unwrap() {
         assert!(restored.elapsed() < ttl * 4, "the lock is still held {:?} after Redis came back", restored.elapsed());
         tokio::time::sleep(Duration::from_millis(20)).await;

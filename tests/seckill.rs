@@ -133,11 +133,7 @@ async fn a_second_request_while_the_lock_is_held_gets_429() {
     let voucher = app.open_seckill(5).await;
     let (user_id, token) = app.seed_users(1).await.remove(0);
     // Another instance (another owner) holds this user's lock.
-    let other = hmdp::lock::LockService::new(
-        redis::Client::open(common::redis_url()).unwrap(),
-        app.redis.clone(),
-        Default::default(),
-    );
+    let other = hmdp::lock::LockService::new(app.redis.clone(), Default::default());
     let held = other
         .try_lock(&app.keys.order_lock(user_id), &hmdp::lock::Holder::random(), std::time::Duration::ZERO, None)
         .await

@@ -282,6 +282,7 @@ async fn an_order_whose_script_answer_is_lost_to_a_stalled_redis_is_answered_by_
     let app = TestApp::spawn_with(|c| {
         c.seckill.mode = SeckillMode::Async;
         c.redis.url = proxy.redis_url();
+        c.redis.cluster_nodes = None;
     })
     .await;
     let voucher = app.open_seckill(5).await;
@@ -341,4 +342,50 @@ async fn a_new_voucher_ignores_keys_another_database_left_under_its_id() {
     assert!(report.agrees(), "{}", report.render());
     assert_eq!(app.orders_of(voucher).await, (3, 3), "its own three buyers, and no stale order");
     assert_eq!(app.stock_of(voucher).await, 0);
+}
+
+#[tokio::test]
+async fn an_order_no_replica_acknowledges_in_time_is_answered_202_with_its_id_and_is_still_persisted() {
+    // No setup here has eight replicas: every WAIT runs out its 50 ms.
+    let app = TestApp::spawn_with(|c| {
+        c.seckill.mode = SeckillMode::Async;
+        c.seckill.order_replica_acks = Some(8);
+        c.seckill.order_replica_wait_ms = 50;
+    })
+    .await;
+    let voucher = app.open_seckill(3).await;
+    let users = app.seed_users(5).await;
+
+    let first = app.order(voucher, &users[0].1).await;
+    assert_eq!(first.status(), StatusCode::ACCEPTED);
+    let body: serde_json::Value = first.json().await.unwrap();
+    let id = body["data"].as_str().expect("the order id, as a string").to_owned();
+    assert_eq!(body["success"], true, "{body}");
+    assert!(body["errorMsg"].as_str().unwrap().contains(&format!("GET /voucher-order/{id}")), "{body}");
+
+    let tokens: Vec<&str> = users[1..].iter().map(|(_, t)| t.as_str()).collect();
+    let outcomes = app.order_all(voucher, &tokens).await;
+    let counts = tally(&outcomes);
+    assert_eq!(counts.get("UNREPLICATED"), Some(&2), "{counts:?}");
+    assert_eq!(counts.get("SOLD_OUT"), Some(&2), "{counts:?}");
+
+    // Accepted is accepted: every one of them becomes its row.
+    let report = drained(&app, voucher, Duration::from_secs(20)).await;
+    assert!(report.agrees(), "{}", report.render());
+    let mut answered: BTreeSet<String> = outcomes.iter().filter_map(|o| o.order_id.clone()).collect();
+    answered.insert(id.clone());
+    assert_eq!(order_ids_of(&app, voucher).await, answered);
+    assert_eq!(state_of(&app, &id, &users[0].1).await, "CONFIRMED");
+}
+
+#[tokio::test]
+async fn by_default_an_order_waits_only_for_replicas_that_exist_and_is_answered_200() {
+    // One Redis: no replica, no wait. The local cluster: one replica per
+    // master, which acknowledges within the bound.
+    let app = async_app().await;
+    let voucher = app.open_seckill(2).await;
+    let users = app.seed_users(2).await;
+    let tokens: Vec<&str> = users.iter().map(|(_, t)| t.as_str()).collect();
+    let counts = tally(&app.order_all(voucher, &tokens).await);
+    assert_eq!(counts.get("OK"), Some(&2), "{counts:?}");
 }

@@ -31,7 +31,7 @@ fn env(name: &str) -> String {
 
 impl Stack {
     async fn connect() -> Self {
-        let redis = connect_redis(&env("REDIS_URL")).await.unwrap();
+        let redis = connect_redis(&common::redis_settings("")).await.unwrap();
         Self {
             api: Api::new(env("HMDP_BASE_URL"), env("ADMIN_KEY"), 512),
             db: connect_database(&env("DATABASE_URL"), 8).await.unwrap(),
@@ -145,7 +145,7 @@ async fn the_course_front_end_path_under_api_logs_in_lists_and_buys_with_course_
     // Login exactly as the course's login page does it.
     let sent: Value = course.send_code(phone).await.json().await.unwrap();
     assert_eq!(sent["success"], true, "{sent}");
-    let mut redis = connect_redis(&env("REDIS_URL")).await.unwrap();
+    let mut redis = connect_redis(&common::redis_settings("")).await.unwrap();
     let code: String = redis.get(format!("login:code:{phone}")).await.unwrap();
     let login: Value = course.post_login(phone, &code).await.json().await.unwrap();
     assert_eq!(login["success"], true, "{login}");

@@ -3,8 +3,9 @@
 
 use std::sync::LazyLock;
 
+use hmdp_redis::Redis;
 use rand::Rng;
-use redis::{AsyncCommands, Script, aio::ConnectionManager};
+use redis::{AsyncCommands, Script};
 
 use crate::{
     config::limits::{SMS_CODE_MAX_ATTEMPTS, SMS_CODE_TTL, SMS_RESEND_COOLDOWN},
@@ -39,14 +40,14 @@ impl CodeError {
 /// every instance sees the same ones. Built once at start-up.
 #[derive(Clone)]
 pub struct CodeStore {
-    redis: ConnectionManager,
+    redis: Redis,
     keys: Keys,
     /// Development only (`LOG_SMS_CODES`).
     log_codes: bool,
 }
 
 impl CodeStore {
-    pub fn new(redis: ConnectionManager, keys: Keys, log_codes: bool) -> Self {
+    pub fn new(redis: Redis, keys: Keys, log_codes: bool) -> Self {
         Self { redis, keys, log_codes }
     }
 

@@ -4,10 +4,15 @@
 
 use std::collections::HashMap;
 
-use redis::{AsyncCommands, aio::ConnectionManager};
+use futures::{StreamExt, TryStreamExt};
+use hmdp_redis::Redis;
+use redis::AsyncCommands;
 use uuid::Uuid;
 
 use crate::{config::limits::SESSION_TTL, keys::Keys};
+
+/// Session writes in flight at once when many are made (seeding).
+const CREATE_CONCURRENCY: usize = 256;
 
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct UserProfile {
@@ -20,12 +25,12 @@ pub struct UserProfile {
 /// multiplexed connection).
 #[derive(Clone)]
 pub struct SessionStore {
-    redis: ConnectionManager,
+    redis: Redis,
     keys: Keys,
 }
 
 impl SessionStore {
-    pub fn new(redis: ConnectionManager, keys: Keys) -> Self {
+    pub fn new(redis: Redis, keys: Keys) -> Self {
         Self { redis, keys }
     }
 
@@ -35,22 +40,29 @@ impl SessionStore {
         Ok(ids.remove(0))
     }
 
-    /// Sessions for many users in one round trip; returns their ids in order.
+    /// Sessions for many users; returns their ids in order. Each session
+    /// is one transaction of its own (a cluster spreads them over slots),
+    /// sent concurrently on the multiplexed connection.
     pub async fn create_many(&self, users: &[UserProfile]) -> redis::RedisResult<Vec<String>> {
-        let mut pipe = redis::pipe();
-        pipe.atomic();
         let ids: Vec<String> = users.iter().map(|_| Uuid::new_v4().simple().to_string()).collect();
+        let mut writes = Vec::with_capacity(users.len());
         for (user, session_id) in users.iter().zip(&ids) {
             let key = self.keys.session(session_id);
-            pipe.hset_multiple(
-                &key,
-                &[("id", user.id.to_string()), ("nickName", user.nick_name.clone()), ("icon", user.icon.clone())],
-            )
-            .ignore()
-            .expire(&key, SESSION_TTL.as_secs() as i64)
-            .ignore();
+            let fields =
+                [("id", user.id.to_string()), ("nickName", user.nick_name.clone()), ("icon", user.icon.clone())];
+            let mut redis = self.redis.clone();
+            writes.push(async move {
+                redis::pipe()
+                    .atomic()
+                    .hset_multiple(&key, &fields)
+                    .ignore()
+                    .expire(&key, SESSION_TTL.as_secs() as i64)
+                    .ignore()
+                    .exec_async(&mut redis)
+                    .await
+            });
         }
-        pipe.exec_async(&mut self.redis.clone()).await?;
+        futures::stream::iter(writes).buffer_unordered(CREATE_CONCURRENCY).try_collect::<Vec<()>>().await?;
         Ok(ids)
     }
 

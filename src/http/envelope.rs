@@ -30,11 +30,22 @@ impl<T> Envelope<T> {
 
 /// A successful answer; handlers return `ApiResult<Reply<T>>`.
 #[derive(Debug)]
-pub(crate) struct Reply<T>(Envelope<T>);
+pub(crate) struct Reply<T>(Envelope<T>, StatusCode);
 
 impl<T> Reply<T> {
     pub(crate) fn data(data: T) -> Self {
-        Self(Envelope { success: true, data: Some(data), total: None, error_msg: None, error_code: None })
+        Self(
+            Envelope { success: true, data: Some(data), total: None, error_msg: None, error_code: None },
+            StatusCode::OK,
+        )
+    }
+
+    /// 202: done as far as it goes, with a note on what is still open.
+    pub(crate) fn accepted(data: T, note: String) -> Self {
+        Self(
+            Envelope { success: true, data: Some(data), total: None, error_msg: Some(note), error_code: None },
+            StatusCode::ACCEPTED,
+        )
     }
 }
 
@@ -55,13 +66,13 @@ impl<T> Reply<Vec<T>> {
 impl Reply<()> {
     /// `{"success":true}` and nothing else.
     pub(crate) fn done() -> Self {
-        Self(Envelope { success: true, data: None, total: None, error_msg: None, error_code: None })
+        Self(Envelope { success: true, data: None, total: None, error_msg: None, error_code: None }, StatusCode::OK)
     }
 }
 
 impl<T: Serialize> IntoResponse for Reply<T> {
     fn into_response(self) -> Response {
-        (StatusCode::OK, self.0).into_response()
+        (self.1, self.0).into_response()
     }
 }
 

@@ -8,7 +8,8 @@ use axum::{
     extract::{FromRef, State},
     routing::get,
 };
-use redis::{AsyncCommands, aio::ConnectionManager};
+use hmdp_redis::Redis;
+use redis::AsyncCommands;
 use sqlx::MySqlPool;
 
 use super::{
@@ -24,7 +25,7 @@ pub(crate) fn routes<S>() -> Router<S>
 where
     S: Clone + Send + Sync + 'static,
     MySqlPool: FromRef<S>,
-    ConnectionManager: FromRef<S>,
+    Redis: FromRef<S>,
 {
     Router::new().route("/health", get(health)).route("/ready", get(ready))
 }
@@ -42,7 +43,7 @@ pub(crate) async fn health() -> Reply<&'static str> {
     ))]
 pub(crate) async fn ready(
     State(db): State<MySqlPool>,
-    State(mut redis): State<ConnectionManager>,
+    State(mut redis): State<Redis>,
 ) -> ApiResult<Reply<&'static str>> {
     let (db, ping) = tokio::join!(
         tokio::time::timeout(READY_TIMEOUT, sqlx::query("SELECT 1").execute(&db)),

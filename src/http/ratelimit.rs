@@ -8,7 +8,7 @@
 
 use std::time::Duration;
 
-use redis::aio::ConnectionManager;
+use hmdp_redis::Redis;
 
 use super::error::{ApiError, ApiResult};
 use crate::keys::Keys;
@@ -28,12 +28,12 @@ impl Limit {
 
 #[derive(Clone)]
 pub struct RateLimiter {
-    redis: ConnectionManager,
+    redis: Redis,
     keys: Keys,
 }
 
 impl RateLimiter {
-    pub fn new(redis: ConnectionManager, keys: Keys) -> Self {
+    pub fn new(redis: Redis, keys: Keys) -> Self {
         Self { redis, keys }
     }
 

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
-use redis::aio::ConnectionManager;
+use hmdp_redis::Redis;
 use tokio::sync::Mutex;
 
 use crate::keys::Keys;
@@ -42,7 +42,7 @@ const SEQUENCE_KEY_TTL_SECS: i64 = 40 * 24 * 3600;
 /// - the ids reveal the order volume of a day to whoever sees two of them.
 #[derive(Clone)]
 pub struct OrderIdGenerator {
-    redis: ConnectionManager,
+    redis: Redis,
     keys: Keys,
     block_size: u32,
     /// Taken across the INCRBY, so concurrent callers share one reservation.
@@ -76,7 +76,7 @@ impl IdError {
 
 impl OrderIdGenerator {
     /// `block_size` sequences are reserved per round trip (1: one INCR per id).
-    pub fn new(redis: ConnectionManager, keys: Keys, block_size: u32) -> Self {
+    pub fn new(redis: Redis, keys: Keys, block_size: u32) -> Self {
         Self { redis, keys, block_size: block_size.max(1), block: Arc::default() }
     }
 

@@ -51,3 +51,19 @@ pub(crate) struct OrderView {
 fn as_string<S: Serializer>(id: &i64, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_str(&id.to_string())
 }
+
+/// An order the service accepted. `replicated` is false only in the
+/// asynchronous mode, when the replicas did not acknowledge it within the
+/// bound: it is accepted, but a master that dies now would take it along.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PlacedOrder {
+    pub id: i64,
+    pub replicated: bool,
+}
+
+impl PlacedOrder {
+    /// Its row is committed in MariaDB: nothing in Redis can lose it.
+    pub(crate) fn committed(id: i64) -> Self {
+        Self { id, replicated: true }
+    }
+}

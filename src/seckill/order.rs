@@ -3,7 +3,8 @@
 //! for its owner.
 
 use chrono::DateTime;
-use redis::{AsyncCommands, aio::ConnectionManager};
+use hmdp_redis::Redis;
+use redis::AsyncCommands;
 use sqlx::MySqlPool;
 
 use super::{
@@ -22,7 +23,7 @@ use crate::keys::Keys;
 /// removed only after the commit (or together with the failed entry).
 pub(super) async fn find_owned(
     db: &MySqlPool,
-    redis: &mut ConnectionManager,
+    redis: &mut Redis,
     keys: &Keys,
     order_id: i64,
     user_id: u64,
@@ -41,7 +42,7 @@ pub(super) async fn find_owned(
 /// The order in the pending or failed hash of one of the active vouchers;
 /// each holds `<userId>:<ts ms>`.
 async fn in_redis(
-    redis: &mut ConnectionManager,
+    redis: &mut Redis,
     keys: &Keys,
     active: &[u64],
     order_id: i64,
@@ -51,12 +52,15 @@ async fn in_redis(
     if active.is_empty() {
         return Ok(None);
     }
-    let mut pipe = redis::pipe();
-    for &voucher in active {
+    // One HGET per voucher, concurrently: the vouchers' hashes live in
+    // different slots of a cluster.
+    let lookups = active.iter().map(|&voucher| {
         let sk = keys.seckill(voucher);
-        pipe.hget(if state == OrderState::Pending { sk.pending } else { sk.failed }, order_id);
-    }
-    let found: Vec<Option<String>> = pipe.query_async(redis).await?;
+        let hash = if state == OrderState::Pending { sk.pending } else { sk.failed };
+        let mut redis = redis.clone();
+        async move { redis.hget::<_, _, Option<String>>(hash, order_id).await }
+    });
+    let found: Vec<Option<String>> = futures::future::try_join_all(lookups).await?;
     for (&voucher_id, value) in active.iter().zip(found) {
         let Some((owner, ts)) = value.as_deref().and_then(|v| v.split_once(':')) else { continue };
         if owner.parse() != Ok(user_id) {

@@ -58,6 +58,7 @@ where
     params(("voucher_id" = u64, Path, description = "the seckill voucher")),
     responses(
         (status = 200, description = "the order id, a string (it does not fit a JavaScript number)", body = Success<String>),
+        (status = 202, description = "asynchronous mode: the order is accepted (data: its id) but no Redis replica acknowledged it within ORDER_REPLICA_WAIT_MS; a master failover now could lose it, and GET /voucher-order/{orderId} tells whether it lasted", body = Success<String>),
         BadPath, Unauthorized,
         (status = 404, description = "NOT_FOUND: no such seckill voucher", body = Failure),
         (status = 409, description = "SOLD_OUT; DUPLICATE_ORDER (data: the order the user holds); NOT_STARTED; ENDED", body = Failure),
@@ -74,9 +75,21 @@ pub(crate) async fn place_order(
         Ok(()) => seckill.place(user.id, voucher_id).await.map_err(ApiError::from),
         Err(refused) => Err(refused),
     };
-    let outcome = placed.as_ref().map_or_else(ApiError::code, |_| "SUCCESS");
+    let outcome =
+        placed.as_ref().map_or_else(ApiError::code, |p| if p.replicated { "SUCCESS" } else { "UNREPLICATED" });
     metrics::counter!("hmdp_seckill_orders_total", "mode" => seckill.mode(), "outcome" => outcome).increment(1);
-    Ok(Reply::data(placed?.to_string()))
+    let placed = placed?;
+    if placed.replicated {
+        Ok(Reply::data(placed.id.to_string()))
+    } else {
+        Ok(Reply::accepted(
+            placed.id.to_string(),
+            format!(
+                "accepted, but no Redis replica has it yet: GET /voucher-order/{} tells whether it lasted",
+                placed.id
+            ),
+        ))
+    }
 }
 
 /// The order, for its owner only: anyone else gets the same 404 as for an

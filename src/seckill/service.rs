@@ -3,7 +3,7 @@
 
 use std::{sync::Arc, time::Duration};
 
-use redis::aio::ConnectionManager;
+use hmdp_redis::Redis;
 use sqlx::MySqlPool;
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
@@ -11,9 +11,9 @@ use hmdp_lock::LockService;
 
 use super::{
     admission::VoucherGates,
-    asynchronous::{self, AsyncOrders, CONSUMER_BLOCK, Consumer},
+    asynchronous::{self, AsyncOrders, CONSUMER_BLOCK, Consumer, ReplicaWait},
     error::SeckillResult,
-    model::OrderView,
+    model::{OrderView, PlacedOrder},
     order,
     sync::{GroupCommitter, GroupStats, SyncOrders},
 };
@@ -32,7 +32,7 @@ pub struct Seckill(Arc<Service>);
 struct Service {
     mode: Mode,
     db: MySqlPool,
-    redis: ConnectionManager,
+    redis: Redis,
     keys: Keys,
     locks: LockService,
     /// Cancelled at shutdown; every background task of the service (the
@@ -50,7 +50,7 @@ enum Mode {
 /// rest of the app.
 pub(crate) struct Dependencies {
     pub db: MySqlPool,
-    pub redis: ConnectionManager,
+    pub redis: Redis,
     pub keys: Keys,
     pub order_ids: OrderIdGenerator,
     pub locks: LockService,
@@ -87,7 +87,7 @@ impl Seckill {
             SeckillMode::Async => {
                 // Blocking reads would hold up every command behind them on a
                 // shared connection; the response timeout outlasts the block.
-                let blocking = connect_redis_with(&config.redis.url, CONSUMER_BLOCK + Duration::from_secs(2)).await?;
+                let blocking = connect_redis_with(&config.redis, CONSUMER_BLOCK + Duration::from_secs(2)).await?;
                 let claim_idle = Duration::from_millis(config.seckill.async_claim_idle_ms);
                 let consumer = Consumer {
                     db: db.clone(),
@@ -106,6 +106,10 @@ impl Seckill {
                         max_deliveries: config.seckill.async_max_deliveries,
                     },
                 };
+                let replica_wait = ReplicaWait {
+                    acks: replica_acks(config.seckill.order_replica_acks, &mut redis.clone()).await,
+                    timeout: Duration::from_millis(config.seckill.order_replica_wait_ms),
+                };
                 let orders = AsyncOrders {
                     db: db.clone(),
                     redis: redis.clone(),
@@ -113,6 +117,7 @@ impl Seckill {
                     order_ids,
                     gates,
                     deadline,
+                    replica_wait,
                 };
                 Mode::Async { orders: Box::new(orders), consumer: Box::new(consumer) }
             }
@@ -150,9 +155,9 @@ impl Seckill {
 
     /// One order for a known user; returns its id. The strategy lab drives
     /// the service through here.
-    pub async fn place(&self, user_id: u64, voucher_id: u64) -> SeckillResult<i64> {
+    pub async fn place(&self, user_id: u64, voucher_id: u64) -> SeckillResult<PlacedOrder> {
         match &self.0.mode {
-            Mode::Sync(orders) => orders.place(user_id, voucher_id).await,
+            Mode::Sync(orders) => orders.place(user_id, voucher_id).await.map(PlacedOrder::committed),
             Mode::Async { orders, .. } => orders.place(user_id, voucher_id).await,
         }
     }
@@ -210,4 +215,23 @@ impl Seckill {
             Mode::Async { .. } => asynchronous::record_stream_metrics(&mut self.0.redis.clone(), &self.0.keys).await,
         }
     }
+}
+
+/// How many replicas an asynchronous order waits for: the setting, or 1
+/// when every master has a replica now (a cluster made with
+/// `--cluster-replicas 1`), else none: a `WAIT` no replica can answer would
+/// only make every order wait out its bound.
+async fn replica_acks(setting: Option<u32>, redis: &mut Redis) -> u32 {
+    let acks = match setting {
+        Some(acks) => acks,
+        None => match redis.fewest_replicas().await {
+            Ok(fewest) => u32::from(fewest >= 1),
+            Err(err) => {
+                tracing::warn!(error = %err, "could not count the Redis replicas; orders will not wait for one");
+                0
+            }
+        },
+    };
+    tracing::info!(acks, "asynchronous orders wait for this many Redis replicas before a 200");
+    acks
 }

@@ -107,14 +107,16 @@ impl Api {
 }
 
 /// Reads an order answer; a success must carry the order id as a string.
+/// A 202 (accepted, no Redis replica has it yet) is "UNREPLICATED".
 pub async fn outcome(resp: Response) -> Outcome {
     let status = resp.status();
     let instance = resp.headers().get("x-instance").and_then(|v| v.to_str().ok()).unwrap_or_default().to_owned();
     let body: Value = resp.json().await.expect("JSON envelope");
     if body["success"] == true {
-        assert_eq!(status, StatusCode::OK);
+        assert!(status == StatusCode::OK || status == StatusCode::ACCEPTED, "{status}: {body}");
         assert!(body["data"].as_str().is_some_and(|id| id.parse::<i64>().is_ok()), "order id string: {body}");
-        Outcome { code: "OK".to_owned(), instance, order_id: body["data"].as_str().map(str::to_owned) }
+        let code = if status == StatusCode::OK { "OK" } else { "UNREPLICATED" };
+        Outcome { code: code.to_owned(), instance, order_id: body["data"].as_str().map(str::to_owned) }
     } else {
         Outcome { code: body["errorCode"].as_str().unwrap_or("?").to_owned(), instance, order_id: None }
     }

@@ -21,16 +21,17 @@ use hmdp::{
     keys::Keys,
     startup::Application,
 };
-use redis::{AsyncCommands, aio::ConnectionManager};
+use hmdp_redis::Redis;
+use redis::AsyncCommands;
 use reqwest::StatusCode;
-pub use scratch::{ADMIN_KEY, JWT_SECRET, cleanup, database_server_url, redis_url, test_config};
+pub use scratch::{ADMIN_KEY, JWT_SECRET, cleanup, database_server_url, redis, redis_settings, redis_url, test_config};
 use sqlx::MySqlPool;
 use tokio::sync::oneshot;
 
 pub struct TestApp {
     pub api: Api,
     pub db: MySqlPool,
-    pub redis: ConnectionManager,
+    pub redis: Redis,
     pub keys: Keys,
     pub state: AppState,
     database: String,

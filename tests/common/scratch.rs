@@ -27,13 +27,28 @@ pub fn redis_url() -> String {
     std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into())
 }
 
+/// REDIS_URL, or the cluster of REDIS_CLUSTER_NODES when that is set
+/// (scripts/test runs the suites a second time on the local cluster).
+pub fn redis_settings(prefix: &str) -> RedisSettings {
+    RedisSettings {
+        url: redis_url(),
+        cluster_nodes: std::env::var("REDIS_CLUSTER_NODES").ok().filter(|n| !n.trim().is_empty()),
+        key_prefix: prefix.to_owned(),
+    }
+}
+
+/// A connection to the Redis (or cluster) the tests run against.
+pub async fn redis() -> hmdp_redis::Redis {
+    hmdp::startup::connect_redis(&redis_settings("")).await.expect("connecting to the test Redis")
+}
+
 pub fn test_config() -> (Config, String, String) {
     let tag = uuid::Uuid::new_v4().simple().to_string()[..12].to_owned();
     let database = format!("hmdp_test_{tag}");
     let prefix = format!("test:{tag}:");
     let config = Config {
         db: DatabaseSettings { url: format!("{}/{database}", database_server_url()), max_connections: 32 },
-        redis: RedisSettings { url: redis_url(), key_prefix: prefix.clone() },
+        redis: redis_settings(&prefix),
         server: ServerSettings {
             bind_addr: "127.0.0.1:0".into(),
             instance_id: None,
@@ -62,6 +77,8 @@ pub fn test_config() -> (Config, String, String) {
             async_batch_max: 500,
             async_claim_idle_ms: 5_000,
             async_max_deliveries: 3,
+            order_replica_acks: None,
+            order_replica_wait_ms: 500,
         },
     };
     (config, database, prefix)
@@ -74,12 +91,15 @@ pub async fn cleanup(database: String, prefix: String) {
         let _ = sqlx::raw_sql("SET SESSION lock_wait_timeout = 5").execute(&mut conn).await;
         let _ = sqlx::raw_sql(&format!("DROP DATABASE IF EXISTS `{database}`")).execute(&mut conn).await;
     }
-    if let Ok(client) = redis::Client::open(redis_url())
-        && let Ok(mut conn) = client.get_multiplexed_async_connection().await
-    {
-        let keys: Vec<String> = conn.keys(format!("{prefix}*")).await.unwrap_or_default();
-        for chunk in keys.chunks(500) {
-            let _: Result<(), _> = conn.del(chunk).await;
+    if let Ok(mut conn) = hmdp::startup::connect_redis(&redis_settings("")).await {
+        // Every master's keys; one DEL per key, as keys of a cluster live
+        // in many slots.
+        let keys = conn.scan_match(&format!("{prefix}*")).await.unwrap_or_default();
+        let mut deletes = tokio::task::JoinSet::new();
+        for key in keys {
+            let mut conn = conn.clone();
+            deletes.spawn(async move { conn.del::<_, ()>(key).await });
         }
+        deletes.join_all().await;
     }
 }

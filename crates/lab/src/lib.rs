@@ -43,7 +43,7 @@ pub async fn run(config: &Config, options: &LabOptions) -> anyhow::Result<LabRep
         .await
         .context("connecting to MariaDB")?;
     textbook::prepare(&db).await.context("creating the lab tables")?;
-    let redis = startup::connect_redis(&config.redis.url).await?;
+    let redis = startup::connect_redis(&config.redis).await?;
     let scale = options.scale(config.db.max_connections);
     let requests = std::sync::Arc::new(drive::requests(scale.users, scale.double_click_percent));
     // Voucher ids start again in every database (the stack's, bench-lab's

@@ -12,7 +12,8 @@ use std::{
     time::{Duration, Instant},
 };
 
-use redis::{AsyncCommands, aio::ConnectionManager};
+use hmdp_redis::Redis;
+use redis::AsyncCommands;
 use serde::Serialize;
 
 use super::experiment::{Experiment, LOCK_WAIT};
@@ -148,19 +149,17 @@ impl Room {
 }
 
 pub async fn run(
-    config: &Config,
+    _config: &Config,
     prefix: &str,
-    redis: ConnectionManager,
+    redis: Redis,
     scenario: LockScenario,
     tasks: usize,
     rounds: usize,
 ) -> anyhow::Result<LockRun> {
     let key = format!("{prefix}lockpit:{}:{}", scenario.experiment().name().replace(' ', "-"), uuid::Uuid::new_v4());
     let room = Arc::new(Room::default());
-    let service = matches!(scenario, LockScenario::LeaseShorterThanWork | LockScenario::Watchdog).then(|| {
-        let client = redis::Client::open(config.redis.url.as_str()).expect("REDIS_URL was parsed at start");
-        LockService::new(client, redis.clone(), LockConfig { watchdog_ttl: TTL })
-    });
+    let service = matches!(scenario, LockScenario::LeaseShorterThanWork | LockScenario::Watchdog)
+        .then(|| LockService::new(redis.clone(), LockConfig { watchdog_ttl: TTL }));
     let started = Instant::now();
     let mut handles = Vec::new();
     for task in 0..tasks {
@@ -202,7 +201,7 @@ pub async fn run(
 
 /// Task 0 takes the lock and crashes inside; the others wait in vain,
 /// because nothing ever removes a key without an expiry.
-async fn setnx_no_expiry(redis: &mut ConnectionManager, key: &str, room: &Room, crashes: bool) -> anyhow::Result<()> {
+async fn setnx_no_expiry(redis: &mut Redis, key: &str, room: &Room, crashes: bool) -> anyhow::Result<()> {
     if crashes {
         let taken: bool = redis.set_nx(key, "holder-0").await?;
         anyhow::ensure!(taken, "the crashing holder must be first");
@@ -226,7 +225,7 @@ async fn setnx_no_expiry(redis: &mut ConnectionManager, key: &str, room: &Room, 
 }
 
 /// `SET key me NX PX ttl`, retried every millisecond.
-async fn take(redis: &mut ConnectionManager, key: &str, me: &str) -> anyhow::Result<()> {
+async fn take(redis: &mut Redis, key: &str, me: &str) -> anyhow::Result<()> {
     let options = redis::SetOptions::default()
         .conditional_set(redis::ExistenceCheck::NX)
         .with_expiration(redis::SetExpiry::PX(TTL.as_millis() as u64));
@@ -240,7 +239,7 @@ async fn take(redis: &mut ConnectionManager, key: &str, me: &str) -> anyhow::Res
 }
 
 /// Whose lock a `DEL` is about to remove, read only to count it.
-async fn count_foreign_delete(redis: &mut ConnectionManager, key: &str, me: &str, room: &Room) -> anyhow::Result<()> {
+async fn count_foreign_delete(redis: &mut Redis, key: &str, me: &str, room: &Room) -> anyhow::Result<()> {
     let owner: Option<String> = redis.get(key).await?;
     if owner.is_some_and(|owner| owner != me) {
         room.foreign_deletes.fetch_add(1, Ordering::Relaxed);
@@ -248,7 +247,7 @@ async fn count_foreign_delete(redis: &mut ConnectionManager, key: &str, me: &str
     Ok(())
 }
 
-async fn expiry_no_owner_check(redis: &mut ConnectionManager, key: &str, room: &Room) -> anyhow::Result<()> {
+async fn expiry_no_owner_check(redis: &mut Redis, key: &str, room: &Room) -> anyhow::Result<()> {
     let me = uuid::Uuid::new_v4().to_string();
     take(redis, key, &me).await?;
     room.work(TTL * 2).await;
@@ -261,7 +260,7 @@ async fn expiry_no_owner_check(redis: &mut ConnectionManager, key: &str, room: &
 /// during the pause, the next holder walks in at 1.0 and works until 1.6,
 /// and this holder's `DEL` at 1.3 removes that holder's lock, letting a
 /// third in beside it.
-async fn check_then_delete(redis: &mut ConnectionManager, key: &str, room: &Room) -> anyhow::Result<()> {
+async fn check_then_delete(redis: &mut Redis, key: &str, room: &Room) -> anyhow::Result<()> {
     let me = uuid::Uuid::new_v4().to_string();
     take(redis, key, &me).await?;
     room.work(TTL * 6 / 10).await;

@@ -12,7 +12,7 @@ use std::{
 };
 
 use anyhow::Context;
-use redis::aio::ConnectionManager;
+use hmdp_redis::Redis;
 use sqlx::MySqlPool;
 
 use super::{
@@ -96,7 +96,7 @@ pub async fn run(
             .await
         }
         Experiment::OneLock | Experiment::Segmented => {
-            let redis = startup::connect_redis(&config.redis.url).await?;
+            let redis = startup::connect_redis(&config.redis).await?;
             let segmented = Arc::new(SegmentLocks::new(config, redis, lab_prefix, voucher, segments)?);
             let refused = refused_with_stock_left.clone();
             drive::drive(requests, scale.concurrency, move |user| {
@@ -299,16 +299,8 @@ struct SegmentLocks {
 }
 
 impl SegmentLocks {
-    fn new(
-        config: &Config,
-        redis: ConnectionManager,
-        prefix: &str,
-        voucher: u64,
-        segments: u32,
-    ) -> anyhow::Result<Self> {
-        let client = redis::Client::open(config.redis.url.as_str())?;
+    fn new(config: &Config, redis: Redis, prefix: &str, voucher: u64, segments: u32) -> anyhow::Result<Self> {
         let locks = LockService::new(
-            client,
             redis,
             LockConfig { watchdog_ttl: Duration::from_millis(config.seckill.lock_watchdog_ttl_ms) },
         );

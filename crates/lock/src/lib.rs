@@ -26,7 +26,8 @@ use std::{
     time::Duration,
 };
 
-use redis::{Script, aio::ConnectionManager};
+use hmdp_redis::Redis;
+use redis::Script;
 use tokio::time::Instant;
 use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 use uuid::Uuid;
@@ -112,7 +113,7 @@ pub struct LockService {
 }
 
 struct Inner {
-    redis: ConnectionManager,
+    redis: Redis,
     instance: Uuid,
     config: LockConfig,
     waiters: Arc<wakeups::Waiters>,
@@ -152,12 +153,13 @@ enum Attempt {
 }
 
 impl LockService {
-    /// `client` opens the one pub/sub connection of this process; `redis`
-    /// carries the scripts.
-    pub fn new(client: redis::Client, redis: ConnectionManager, config: LockConfig) -> Self {
+    /// `redis` carries the scripts; the one pub/sub connection of this
+    /// process goes to a node of the same endpoint (any node of a cluster).
+    pub fn new(redis: Redis, config: LockConfig) -> Self {
         let waiters = Arc::new(wakeups::Waiters::default());
         let stop_listener = CancellationToken::new();
-        tokio::spawn(wakeups::listen(client, waiters.clone(), stop_listener.clone()));
+        let nodes = redis.endpoint().subscribe_clients();
+        tokio::spawn(wakeups::listen(nodes, waiters.clone(), stop_listener.clone()));
         let watchdog_ttl = config.watchdog_ttl;
         let inner = Arc::new(Inner {
             redis,

@@ -63,11 +63,17 @@ impl Drop for WaitTicket {
     }
 }
 
-/// Keeps one PSUBSCRIBE alive until `stop`, reconnecting after failures.
-pub(super) async fn listen(client: redis::Client, waiters: Arc<Waiters>, stop: CancellationToken) {
+/// Keeps one PSUBSCRIBE alive until `stop`, reconnecting after failures,
+/// to the next node each time: on a cluster, a publish on any node reaches
+/// a subscriber on any other, so a dead master only moves the subscription.
+pub(super) async fn listen(nodes: Vec<redis::Client>, waiters: Arc<Waiters>, stop: CancellationToken) {
     let pattern = format!("{RELEASE_CHANNEL_PREFIX}*");
-    loop {
-        match subscribe(&client, &pattern).await {
+    if nodes.is_empty() {
+        tracing::warn!("no Redis node to subscribe through; lock waiters will poll");
+        return;
+    }
+    for client in nodes.iter().cycle() {
+        match subscribe(client, &pattern).await {
             Ok(stream) => {
                 waiters.wake_all();
                 let mut stream = std::pin::pin!(stream);

@@ -44,6 +44,9 @@ pub struct Audit {
     /// Orders the run created, and successes the service answered.
     pub new_orders: i64,
     pub success_answers: u64,
+    /// 202 answers: accepted, not yet on a Redis replica. A failover may
+    /// lose them, honestly: they are neither required nor forbidden a row.
+    pub unreplicated_answers: u64,
     /// Asynchronous mode: Redis against MariaDB once drained.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub redis: Option<Reconciliation>,
@@ -92,6 +95,7 @@ impl Audit {
         before: &Snapshot,
         after: &Snapshot,
         successes: u64,
+        unreplicated: u64,
     ) -> anyhow::Result<Self> {
         let duplicate_pairs: i64 = sqlx::query_scalar(
             "SELECT COUNT(*) FROM (SELECT user_id FROM tb_voucher_order WHERE voucher_id = ? GROUP BY user_id HAVING COUNT(*) > 1) d",
@@ -99,11 +103,19 @@ impl Audit {
         .bind(voucher)
         .fetch_one(db)
         .await?;
-        Ok(Self::judge(voucher, before, after, duplicate_pairs, successes))
+        Ok(Self::judge(voucher, before, after, duplicate_pairs, successes, unreplicated))
     }
 
-    /// The verdict from the numbers alone.
-    fn judge(voucher: u64, before: &Snapshot, after: &Snapshot, duplicate_pairs: i64, successes: u64) -> Self {
+    /// The verdict from the numbers alone: every success has its row, and
+    /// no row comes from nowhere (each 202 may or may not have one).
+    fn judge(
+        voucher: u64,
+        before: &Snapshot,
+        after: &Snapshot,
+        duplicate_pairs: i64,
+        successes: u64,
+        unreplicated: u64,
+    ) -> Self {
         let initial = before.stock + before.orders;
         let oversold = (after.orders - initial).max(0);
         let balanced = after.stock + after.orders == initial;
@@ -118,6 +130,7 @@ impl Audit {
             stock_plus_orders_is_initial: balanced,
             new_orders,
             success_answers: successes,
+            unreplicated_answers: unreplicated,
             redis: None,
             answers: None,
             buyers: 0,
@@ -128,7 +141,7 @@ impl Audit {
                 && duplicate_pairs == 0
                 && balanced
                 && after.stock >= 0
-                && new_orders == successes as i64,
+                && (successes as i64..=(successes + unreplicated) as i64).contains(&new_orders),
         }
     }
 
@@ -166,8 +179,8 @@ impl Audit {
             .as_ref()
             .map(|a| {
                 format!(
-                    "  success answers without their row {}\n  rows whose user was not told success {}\n",
-                    a.success_without_row, a.rows_told_failed
+                    "  success answers without their row {}\n  202 (unreplicated) answers without their row {}\n  rows whose user was not told success {}\n",
+                    a.success_without_row, a.unreplicated_without_row, a.rows_told_failed
                 )
             })
             .unwrap_or_default();
@@ -205,6 +218,9 @@ impl Audit {
 pub struct AnswerCheck {
     /// Success answers whose order id has no row.
     pub success_without_row: u64,
+    /// 202 answers whose order id has no row: lost with a master, as the
+    /// answer warned.
+    pub unreplicated_without_row: u64,
     /// Rows of this run's users who were never told success (nor told
     /// `DUPLICATE_ORDER` with that very order's id).
     pub rows_told_failed: u64,
@@ -233,13 +249,15 @@ fn judge_answers(user_ids: &[u64], rows: &HashMap<u64, i64>, answers: &[(usize, 
     let row_ids: HashSet<i64> = rows.values().copied().collect();
     let mut told: HashSet<u64> = HashSet::new();
     let mut success_without_row = 0;
+    let mut unreplicated_without_row = 0;
     for &(user, outcome, order_id) in answers {
         let user_id = user_ids[user];
         match outcome {
-            Outcome::Success if order_id.is_some_and(|id| row_ids.contains(&id)) => {
+            Outcome::Success | Outcome::Unreplicated if order_id.is_some_and(|id| row_ids.contains(&id)) => {
                 told.insert(user_id);
             }
             Outcome::Success => success_without_row += 1,
+            Outcome::Unreplicated => unreplicated_without_row += 1,
             Outcome::Duplicate if order_id.is_some() && rows.get(&user_id) == order_id.as_ref() => {
                 told.insert(user_id);
             }
@@ -248,7 +266,7 @@ fn judge_answers(user_ids: &[u64], rows: &HashMap<u64, i64>, answers: &[(usize, 
     }
     let ours: HashSet<u64> = user_ids.iter().copied().collect();
     let rows_told_failed = rows.keys().filter(|u| ours.contains(u) && !told.contains(u)).count() as u64;
-    AnswerCheck { success_without_row, rows_told_failed }
+    AnswerCheck { success_without_row, unreplicated_without_row, rows_told_failed }
 }
 
 #[cfg(test)]
@@ -258,7 +276,7 @@ mod tests {
     fn verdict(stock_after: i64, orders_after: i64, duplicates: i64, successes: u64) -> Audit {
         let before = Snapshot { stock: 100, orders: 0 };
         let after = Snapshot { stock: stock_after, orders: orders_after };
-        Audit::judge(1, &before, &after, duplicates, successes)
+        Audit::judge(1, &before, &after, duplicates, successes, 0)
     }
 
     #[test]
@@ -273,6 +291,19 @@ mod tests {
         ];
         let check = judge_answers(&users, &rows, &answers);
         assert_eq!((check.success_without_row, check.rows_told_failed), (1, 1));
+    }
+
+    #[test]
+    fn a_202_may_lose_its_row_but_a_200_may_not() {
+        let users = [10, 11];
+        let rows = HashMap::from([(10, 100)]);
+        let answers = [(0, Outcome::Unreplicated, Some(100)), (1, Outcome::Unreplicated, Some(101))];
+        let check = judge_answers(&users, &rows, &answers);
+        assert_eq!((check.success_without_row, check.unreplicated_without_row, check.rows_told_failed), (0, 1, 0));
+        let before = Snapshot { stock: 100, orders: 0 };
+        let kept_one = Snapshot { stock: 99, orders: 1 };
+        assert!(Audit::judge(1, &before, &kept_one, 0, 0, 2).passed, "a lost 202 is allowed");
+        assert!(!Audit::judge(1, &before, &kept_one, 0, 2, 0).passed, "a lost 200 is not");
     }
 
     #[test]

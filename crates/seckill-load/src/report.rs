@@ -10,6 +10,9 @@ use serde::Serialize;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Outcome {
     Success,
+    /// 202: accepted, but no Redis replica acknowledged it in time (the
+    /// asynchronous mode on a cluster); a failover may still lose it.
+    Unreplicated,
     SoldOut,
     Duplicate,
     TooManyRequests,
@@ -19,8 +22,9 @@ pub enum Outcome {
     Other,
 }
 
-const OUTCOMES: [(Outcome, &str); 6] = [
+const OUTCOMES: [(Outcome, &str); 7] = [
     (Outcome::Success, "success"),
+    (Outcome::Unreplicated, "202 unreplicated"),
     (Outcome::SoldOut, "SOLD_OUT"),
     (Outcome::Duplicate, "DUPLICATE_ORDER"),
     (Outcome::TooManyRequests, "429"),
@@ -88,10 +92,11 @@ impl Recorder {
         for ((_, label), h) in OUTCOMES.iter().zip(&histograms) {
             total.add(h).expect("same bounds");
             if !h.is_empty() {
-                rows.push(Row::of(label, h, wall, *label != "success"));
+                rows.push(Row::of(label, h, wall, !matches!(*label, "success" | "202 unreplicated")));
             }
         }
-        let errors = total.len() - histograms[index(Outcome::Success)].len();
+        let errors =
+            total.len() - histograms[index(Outcome::Success)].len() - histograms[index(Outcome::Unreplicated)].len();
         let mut total_row = Row::of("TOTAL", &total, wall, false);
         total_row.error_pct = percent(errors, total.len());
         rows.push(total_row);

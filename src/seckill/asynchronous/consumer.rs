@@ -15,9 +15,9 @@ use std::{
 };
 
 use chrono::DateTime;
+use hmdp_redis::Redis;
 use redis::{
     AsyncCommands,
-    aio::ConnectionManager,
     streams::{StreamId, StreamReadReply},
 };
 use sqlx::MySqlPool;
@@ -36,6 +36,8 @@ use crate::{
 /// How long one XREADGROUP waits for new entries; also how late the
 /// consumer notices a shutdown at worst.
 pub(crate) const BLOCK: Duration = Duration::from_millis(500);
+/// Between two rounds of non-blocking reads that found nothing (cluster).
+const IDLE_POLL: Duration = Duration::from_millis(20);
 /// After an error, before trying again.
 const BACKOFF: Duration = Duration::from_millis(200);
 /// XAUTOCLAIM pages looked at per voucher and round, so a huge backlog of
@@ -48,8 +50,8 @@ pub(crate) struct Consumer {
     pub(crate) db: MySqlPool,
     /// Its own connection: a blocking read holds up every command behind it
     /// on the same connection.
-    pub(crate) blocking: ConnectionManager,
-    pub(crate) redis: ConnectionManager,
+    pub(crate) blocking: Redis,
+    pub(crate) redis: Redis,
     pub(crate) keys: Keys,
     pub(crate) name: String,
     pub(crate) batch_max: usize,
@@ -164,28 +166,58 @@ impl Consumer {
         }
     }
 
+    /// New entries of the active vouchers. One Redis (or one voucher)
+    /// takes one blocking read over every stream; a cluster keeps the
+    /// streams in many slots and refuses a read across them, so there each
+    /// stream is read on its own, without blocking (a blocking read would
+    /// hold up the reads queued behind it on the node's connection), and an
+    /// empty round waits `IDLE_POLL`.
     async fn read_new(&self, active: &[u64]) -> Result<(), PersistError> {
-        let streams: Vec<String> = active.iter().map(|&v| self.keys.seckill(v).orders).collect();
-        let reply: Option<StreamReadReply> = redis::cmd("XREADGROUP")
-            .arg("GROUP")
-            .arg(GROUP)
-            .arg(&self.name)
-            .arg("COUNT")
-            .arg(self.batch_max)
-            .arg("BLOCK")
-            .arg(BLOCK.as_millis() as u64)
-            .arg("STREAMS")
-            .arg(&streams)
-            .arg(vec![">"; streams.len()])
-            .query_async(&mut self.blocking.clone())
-            .await?;
-        let by_stream: HashMap<&str, u64> = streams.iter().map(String::as_str).zip(active.iter().copied()).collect();
-        for key in reply.map(|r| r.keys).unwrap_or_default() {
-            if let Some(&voucher) = by_stream.get(key.key.as_str()) {
-                self.handle(voucher, key.ids).await;
-            }
+        if active.len() == 1 || !self.blocking.is_cluster() {
+            let found = self.read(active, Some(BLOCK), &mut self.blocking.clone()).await?;
+            self.handle_all(found).await;
+            return Ok(());
         }
+        let reads = active.iter().map(|voucher| {
+            let mut redis = self.redis.clone();
+            async move { self.read(std::slice::from_ref(voucher), None, &mut redis).await }
+        });
+        let found: Vec<(u64, Vec<StreamId>)> =
+            futures::future::try_join_all(reads).await?.into_iter().flatten().collect();
+        if found.is_empty() {
+            tokio::time::sleep(IDLE_POLL).await;
+        }
+        self.handle_all(found).await;
         Ok(())
+    }
+
+    async fn read(
+        &self,
+        vouchers: &[u64],
+        block: Option<Duration>,
+        redis: &mut Redis,
+    ) -> Result<Vec<(u64, Vec<StreamId>)>, PersistError> {
+        let streams: Vec<String> = vouchers.iter().map(|&v| self.keys.seckill(v).orders).collect();
+        let mut read = redis::cmd("XREADGROUP");
+        read.arg("GROUP").arg(GROUP).arg(&self.name).arg("COUNT").arg(self.batch_max);
+        if let Some(block) = block {
+            read.arg("BLOCK").arg(block.as_millis() as u64);
+        }
+        let reply: Option<StreamReadReply> =
+            read.arg("STREAMS").arg(&streams).arg(vec![">"; streams.len()]).query_async(redis).await?;
+        let by_stream: HashMap<&str, u64> = streams.iter().map(String::as_str).zip(vouchers.iter().copied()).collect();
+        Ok(reply
+            .map(|r| r.keys)
+            .unwrap_or_default()
+            .into_iter()
+            .filter_map(|key| Some((*by_stream.get(key.key.as_str())?, key.ids)))
+            .collect())
+    }
+
+    async fn handle_all(&self, found: Vec<(u64, Vec<StreamId>)>) {
+        for (voucher, entries) in found {
+            self.handle(voucher, entries).await;
+        }
     }
 
     /// Persists what can be persisted and acknowledges it. A batch the

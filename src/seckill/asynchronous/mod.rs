@@ -23,7 +23,8 @@ use std::{
     time::Duration,
 };
 
-use redis::{AsyncCommands, Script, aio::ConnectionManager};
+use hmdp_redis::Redis;
+use redis::{AsyncCommands, Script};
 use sqlx::MySqlPool;
 
 pub(crate) use consumer::{BLOCK as CONSUMER_BLOCK, Consumer};
@@ -33,6 +34,7 @@ pub(crate) use recovery::Recovery;
 use super::{
     admission::VoucherGates,
     error::{SeckillError, SeckillResult},
+    model::PlacedOrder,
     store,
 };
 use crate::{dependency::redis_unreachable, ids::OrderIdGenerator, keys::Keys};
@@ -46,21 +48,31 @@ const STAGE_CHUNK: usize = 5_000;
 /// Between two tries of the order script after a lost answer.
 const RETRY_PAUSE: Duration = Duration::from_millis(100);
 
+/// Replicas an accepted order waits for before it is answered as safe.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ReplicaWait {
+    /// 0: no wait (one Redis, or a cluster without replicas).
+    pub acks: u32,
+    pub timeout: Duration,
+}
+
 /// What the asynchronous mode's order path is made of; built once at
 /// start-up. The consumer is built beside it and owned by the service.
 pub(crate) struct AsyncOrders {
     pub db: MySqlPool,
-    pub redis: ConnectionManager,
+    pub redis: Redis,
     pub keys: Keys,
     pub order_ids: OrderIdGenerator,
     /// Only its memory of ids that are no seckill voucher.
     pub gates: VoucherGates,
     pub deadline: Duration,
+    pub replica_wait: ReplicaWait,
 }
 
 impl AsyncOrders {
-    /// Decides one order in Redis; returns its id once it is queued.
-    pub(super) async fn place(&self, user_id: u64, voucher_id: u64) -> SeckillResult<i64> {
+    /// Decides one order in Redis; returns its id once it is queued (and,
+    /// when replicas are waited for, whether they acknowledged it).
+    pub(super) async fn place(&self, user_id: u64, voucher_id: u64) -> SeckillResult<PlacedOrder> {
         if self.gates.recently_missing(voucher_id) {
             return Err(SeckillError::NoSuchVoucher);
         }
@@ -72,23 +84,13 @@ impl AsyncOrders {
         // Set once a call's answer was lost: that call may still run in Redis.
         let mut uncertain = false;
         loop {
-            let called: redis::RedisResult<i64> = ORDER
-                .key(&keys.stock)
-                .key(&keys.window)
-                .key(&keys.buyers)
-                .key(&keys.orders)
-                .key(&keys.pending)
-                .arg(user_id)
-                .arg(order_id)
-                .arg(voucher_id)
-                .invoke_async(&mut redis)
-                .await;
+            let called = self.run_order_script(&mut redis, &keys, user_id, order_id, voucher_id).await;
             // A call whose answer was lost (Redis paused, a timeout) may be
             // executed later. The same call, same order id, is tried again until
             // the deadline: whichever runs first accepts the order, once (the
             // buyers set sees to it), and the answer comes from what Redis holds.
-            let verdict = match called {
-                Ok(verdict) => verdict,
+            let (verdict, acked) = match called {
+                Ok(answer) => answer,
                 Err(err) if redis_unreachable(&err) && tokio::time::Instant::now() < deadline => {
                     tracing::warn!(order_id, error = %err, "the order script's answer was lost; asking again");
                     uncertain = true;
@@ -99,8 +101,12 @@ impl AsyncOrders {
             };
             match verdict {
                 0 => {
+                    let replicated = acked >= self.replica_wait.acks;
+                    if !replicated {
+                        tracing::warn!(order_id, acked, "order accepted but not yet on a Redis replica");
+                    }
                     tracing::debug!(order_id, user_id, voucher_id, "order accepted");
-                    return Ok(order_id);
+                    return Ok(PlacedOrder { id: order_id, replicated });
                 }
                 1 if !loaded_once => {
                     loaded_once = true;
@@ -121,7 +127,8 @@ impl AsyncOrders {
                     // After a lost answer the order held may be this very one.
                     if uncertain && self.accepted_before(&keys, order_id).await? {
                         tracing::info!(order_id, "a lost call had accepted the order; answered as accepted");
-                        return Ok(order_id);
+                        // Whether a replica has it is not known: said so when it matters.
+                        return Ok(PlacedOrder { id: order_id, replicated: self.replica_wait.acks == 0 });
                     }
                     // The id when the order already has its row; a pending one's
                     // is not looked for (it is in no index by user).
@@ -136,6 +143,37 @@ impl AsyncOrders {
                 }
             }
         }
+    }
+
+    /// The order script, followed by a `WAIT` for the replicas on the same
+    /// connection when they are waited for. Returns the verdict and how
+    /// many replicas acknowledged it.
+    async fn run_order_script(
+        &self,
+        redis: &mut Redis,
+        keys: &crate::keys::SeckillKeys,
+        user_id: u64,
+        order_id: i64,
+        voucher_id: u64,
+    ) -> redis::RedisResult<(i64, u32)> {
+        let ReplicaWait { acks, timeout } = self.replica_wait;
+        if acks == 0 {
+            let verdict = ORDER
+                .key(&keys.stock)
+                .key(&keys.window)
+                .key(&keys.buyers)
+                .key(&keys.orders)
+                .key(&keys.pending)
+                .arg(user_id)
+                .arg(order_id)
+                .arg(voucher_id)
+                .invoke_async(redis)
+                .await?;
+            return Ok((verdict, 0));
+        }
+        let script_keys = [&*keys.stock, &*keys.window, &*keys.buyers, &*keys.orders, &*keys.pending];
+        let args = [user_id.to_string(), order_id.to_string(), voucher_id.to_string()];
+        redis.invoke_then_wait(&ORDER, &script_keys, &args, acks, timeout).await
     }
 
     /// Whether `order_id` itself was accepted: pending, persisted, or already
@@ -239,7 +277,7 @@ impl AsyncOrders {
 
 /// Per active voucher: the stream's length, entries delivered but not yet
 /// acknowledged, and the group's lag (entries not yet delivered).
-pub(super) async fn record_stream_metrics(redis: &mut ConnectionManager, keys: &Keys) -> redis::RedisResult<()> {
+pub(super) async fn record_stream_metrics(redis: &mut Redis, keys: &Keys) -> redis::RedisResult<()> {
     use redis::AsyncCommands;
     let vouchers: Vec<u64> = redis.smembers(keys.seckill_active()).await?;
     for voucher in vouchers {

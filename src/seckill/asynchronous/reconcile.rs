@@ -4,7 +4,7 @@
 
 use std::collections::BTreeSet;
 
-use redis::aio::ConnectionManager;
+use hmdp_redis::Redis;
 use serde::Serialize;
 use sqlx::MySqlPool;
 
@@ -76,7 +76,7 @@ impl Reconciliation {
 /// not a user.
 pub async fn reconcile(
     db: &MySqlPool,
-    redis: &mut ConnectionManager,
+    redis: &mut Redis,
     keys: &Keys,
     voucher_id: u64,
 ) -> anyhow::Result<Reconciliation> {

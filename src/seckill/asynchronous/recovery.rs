@@ -7,9 +7,9 @@
 
 use std::{sync::LazyLock, time::Duration};
 
+use hmdp_redis::Redis;
 use redis::{
     Script,
-    aio::ConnectionManager,
     streams::{StreamAutoClaimReply, StreamId, StreamPendingCountReply},
 };
 use sqlx::MySqlPool;
@@ -24,7 +24,7 @@ static COMPENSATE: LazyLock<Script> =
 #[derive(Clone)]
 pub(crate) struct Recovery {
     pub db: MySqlPool,
-    pub redis: ConnectionManager,
+    pub redis: Redis,
     /// The consumer's name: entries taken over become its own.
     pub name: String,
     pub page: usize,

@@ -2,7 +2,8 @@
 //! consumer and its recovery both do with one: tell why it was not
 //! persisted, and take it off the stream once it was.
 
-use redis::{aio::ConnectionManager, streams::StreamId};
+use hmdp_redis::Redis;
+use redis::streams::StreamId;
 
 use crate::keys::SeckillKeys;
 
@@ -57,11 +58,7 @@ impl From<redis::RedisError> for PersistError {
 }
 
 /// Persisted (now or before): off the stream and out of the pending hash.
-pub(super) async fn acknowledge(
-    redis: &ConnectionManager,
-    sk: &SeckillKeys,
-    entries: &[Entry],
-) -> Result<(), PersistError> {
+pub(super) async fn acknowledge(redis: &Redis, sk: &SeckillKeys, entries: &[Entry]) -> Result<(), PersistError> {
     let stream_ids: Vec<&str> = entries.iter().map(|e| e.stream_id.as_str()).collect();
     let order_ids: Vec<i64> = entries.iter().map(|e| e.order_id).collect();
     redis::pipe()

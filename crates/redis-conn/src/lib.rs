@@ -1,0 +1,330 @@
+//! One Redis connection type for one server or a Redis Cluster. redis-rs
+//! has no common type for the two (redis-rs issue 1813); an enum that
+//! implements `ConnectionLike` gets every `AsyncCommands` method through
+//! the blanket impl, so the callers keep one code path and only the few
+//! things a cluster does differently (which nodes to scan or subscribe
+//! through, which node a `WAIT` must reach) live here.
+//!
+//! On a cluster every command is routed by its first key; a script, a
+//! pipeline or a transaction must keep its keys in one slot (hash tags).
+
+use std::{sync::Arc, time::Duration};
+
+use redis::{
+    Cmd, FromRedisValue, Pipeline, RedisError, RedisFuture, RedisResult, Script, Value,
+    aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig},
+    cluster::ClusterClientBuilder,
+    cluster_async::ClusterConnection,
+};
+
+/// Where Redis is: one server (`REDIS_URL`) or the seed nodes of a cluster
+/// (`REDIS_CLUSTER_NODES`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Endpoint {
+    Single(String),
+    Cluster(Vec<String>),
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectError {
+    #[error("REDIS_CLUSTER_NODES: {0}")]
+    BadNodes(String),
+    #[error(transparent)]
+    Redis(#[from] RedisError),
+    #[error("the Redis Cluster at {nodes} does not serve every slot ({detail}); was `redis-cli --cluster create` run?")]
+    Incomplete { nodes: String, detail: String },
+    #[error("Redis at {0} did not answer within {1:?}")]
+    Timeout(String, Duration),
+}
+
+/// How long start-up waits for Redis before it gives up with an error.
+const CONNECT_DEADLINE: Duration = Duration::from_secs(10);
+
+impl Endpoint {
+    /// `cluster_nodes` (comma-separated `host:port` or `redis://` URLs)
+    /// wins over `url` when it is set and not blank.
+    pub fn new(url: &str, cluster_nodes: Option<&str>) -> Result<Self, ConnectError> {
+        let Some(nodes) = cluster_nodes.map(str::trim).filter(|n| !n.is_empty()) else {
+            return Ok(Self::Single(url.to_owned()));
+        };
+        let nodes: Vec<String> = nodes
+            .split(',')
+            .map(str::trim)
+            .filter(|n| !n.is_empty())
+            .map(|n| if n.contains("://") { n.to_owned() } else { format!("redis://{n}") })
+            .collect();
+        for node in &nodes {
+            redis::Client::open(node.as_str()).map_err(|e| ConnectError::BadNodes(format!("{node}: {e}")))?;
+        }
+        if nodes.is_empty() {
+            return Err(ConnectError::BadNodes("no node given".into()));
+        }
+        Ok(Self::Cluster(nodes))
+    }
+
+    pub fn is_cluster(&self) -> bool {
+        matches!(self, Self::Cluster(_))
+    }
+
+    /// What a log line may show: no password.
+    pub fn describe(&self) -> String {
+        let strip = |url: &str| match (url.find("://"), url.rfind('@')) {
+            (Some(scheme), Some(at)) if at > scheme => format!("{}{}", &url[..scheme + 3], &url[at + 1..]),
+            _ => url.to_owned(),
+        };
+        match self {
+            Self::Single(url) => strip(url),
+            Self::Cluster(nodes) => format!("cluster {}", nodes.iter().map(|n| strip(n)).collect::<Vec<_>>().join(",")),
+        }
+    }
+
+    /// A reconnecting connection whose commands time out after
+    /// `response_timeout` instead of hanging. A cluster must serve all
+    /// 16384 slots, or this is an error: a half-made cluster would fail
+    /// some keys and not others, much later.
+    pub async fn connect(&self, response_timeout: Duration) -> Result<Redis, ConnectError> {
+        let connecting = async {
+            match self {
+                Self::Single(url) => {
+                    let client = redis::Client::open(url.as_str())?;
+                    let config = ConnectionManagerConfig::new()
+                        .set_connection_timeout(Some(Duration::from_secs(2)))
+                        .set_response_timeout(Some(response_timeout))
+                        .set_number_of_retries(2);
+                    let conn = ConnectionManager::new_with_config(client, config).await?;
+                    Ok(Redis { conn: Conn::Single(conn), endpoint: Arc::new(self.clone()) })
+                }
+                Self::Cluster(nodes) => {
+                    // The default waits between retries on TRYAGAIN or
+                    // CLUSTERDOWN start at 1.28 s and grow past a minute;
+                    // a failover takes a few seconds, and a request has a
+                    // deadline of its own.
+                    let client = ClusterClientBuilder::new(nodes.clone())
+                        .connection_timeout(Duration::from_secs(2))
+                        .response_timeout(response_timeout)
+                        .retries(6)
+                        .min_retry_wait(50)
+                        .max_retry_wait(1_000)
+                        .retry_wait_formula(50, 2)
+                        .build()?;
+                    let conn = client.get_async_connection().await?;
+                    let mut conn = Redis { conn: Conn::Cluster(conn), endpoint: Arc::new(self.clone()) };
+                    let info: String = redis::cmd("CLUSTER").arg("INFO").query_async(&mut conn).await?;
+                    let field = |name: &str| {
+                        info.lines().find_map(|l| l.strip_prefix(name)?.strip_prefix(':')).map(str::trim).unwrap_or("")
+                    };
+                    if field("cluster_state") != "ok" || field("cluster_slots_assigned") != "16384" {
+                        return Err(ConnectError::Incomplete {
+                            nodes: nodes.join(","),
+                            detail: format!(
+                                "cluster_state:{} cluster_slots_assigned:{}",
+                                field("cluster_state"),
+                                field("cluster_slots_assigned")
+                            ),
+                        });
+                    }
+                    Ok(conn)
+                }
+            }
+        };
+        tokio::time::timeout(CONNECT_DEADLINE, connecting)
+            .await
+            .map_err(|_| ConnectError::Timeout(self.describe(), CONNECT_DEADLINE))?
+    }
+
+    /// Clients of the nodes a subscriber may listen through, tried in
+    /// turn. Classic pub/sub reaches every node of a cluster, so any node
+    /// that is up will do.
+    pub fn subscribe_clients(&self) -> Vec<redis::Client> {
+        let urls: &[String] = match self {
+            Self::Single(url) => std::slice::from_ref(url),
+            Self::Cluster(nodes) => nodes,
+        };
+        urls.iter().filter_map(|u| redis::Client::open(u.as_str()).ok()).collect()
+    }
+}
+
+/// A connection to one Redis or to a cluster; cheap to clone (both kinds
+/// are multiplexed).
+#[derive(Clone)]
+pub struct Redis {
+    conn: Conn,
+    endpoint: Arc<Endpoint>,
+}
+
+#[derive(Clone)]
+enum Conn {
+    Single(ConnectionManager),
+    Cluster(ClusterConnection),
+}
+
+impl ConnectionLike for Redis {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        match &mut self.conn {
+            Conn::Single(conn) => conn.req_packed_command(cmd),
+            Conn::Cluster(conn) => conn.req_packed_command(cmd),
+        }
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        pipeline: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        match &mut self.conn {
+            Conn::Single(conn) => conn.req_packed_commands(pipeline, offset, count),
+            Conn::Cluster(conn) => conn.req_packed_commands(pipeline, offset, count),
+        }
+    }
+
+    fn get_db(&self) -> i64 {
+        match &self.conn {
+            Conn::Single(conn) => conn.get_db(),
+            Conn::Cluster(conn) => conn.get_db(),
+        }
+    }
+}
+
+impl Redis {
+    pub fn is_cluster(&self) -> bool {
+        matches!(self.conn, Conn::Cluster(_))
+    }
+
+    pub fn endpoint(&self) -> &Endpoint {
+        &self.endpoint
+    }
+
+    /// The masters' URLs: the nodes a `SCAN` or an `INFO` must visit to see
+    /// everything. One server is its own master.
+    pub async fn masters(&mut self) -> RedisResult<Vec<String>> {
+        match (&mut self.conn, &*self.endpoint) {
+            (Conn::Cluster(conn), _) => {
+                let nodes: String = redis::cmd("CLUSTER").arg("NODES").query_async(conn).await?;
+                Ok(cluster_masters(&nodes))
+            }
+            (Conn::Single(_), Endpoint::Single(url)) => Ok(vec![url.clone()]),
+            (Conn::Single(_), Endpoint::Cluster(nodes)) => Ok(nodes.clone()),
+        }
+    }
+
+    /// Every key matching `pattern` on every master.
+    pub async fn scan_match(&mut self, pattern: &str) -> RedisResult<Vec<String>> {
+        let mut found = Vec::new();
+        for master in self.masters().await? {
+            let mut conn = redis::Client::open(master.as_str())?.get_multiplexed_async_connection().await?;
+            let mut cursor = 0u64;
+            loop {
+                let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
+                    .arg(cursor)
+                    .arg("MATCH")
+                    .arg(pattern)
+                    .arg("COUNT")
+                    .arg(1_000)
+                    .query_async(&mut conn)
+                    .await?;
+                found.extend(keys);
+                if next == 0 {
+                    break;
+                }
+                cursor = next;
+            }
+        }
+        Ok(found)
+    }
+
+    /// Runs `script` and then `WAIT replicas timeout` in one pipeline: the
+    /// pipeline goes to the node of the script's first key, on one
+    /// connection, so the WAIT covers the script's writes (WAIT counts the
+    /// replicas that acknowledged everything this connection wrote). Returns
+    /// the script's answer and the replicas that acknowledged it.
+    pub async fn invoke_then_wait<T: FromRedisValue>(
+        &mut self,
+        script: &Script,
+        keys: &[&str],
+        args: &[String],
+        replicas: u32,
+        timeout: Duration,
+    ) -> RedisResult<(T, u32)> {
+        let mut pipe = redis::pipe();
+        pipe.cmd("EVALSHA").arg(script.get_hash()).arg(keys.len()).arg(keys).arg(args);
+        pipe.cmd("WAIT").arg(replicas).arg(timeout.as_millis().max(1) as u64);
+        match pipe.query_async::<(T, u32)>(self).await {
+            Err(err) if err.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) => {
+                script.prepare_invoke().load_async(self).await?;
+                pipe.query_async(self).await
+            }
+            other => other,
+        }
+    }
+
+    /// The fewest replicas any master has now: what a `WAIT` for that many
+    /// can expect to get.
+    pub async fn fewest_replicas(&mut self) -> RedisResult<u32> {
+        let mut fewest = u32::MAX;
+        for master in self.masters().await? {
+            let mut conn = redis::Client::open(master.as_str())?.get_multiplexed_async_connection().await?;
+            let info: String = redis::cmd("INFO").arg("replication").query_async(&mut conn).await?;
+            let replicas = info
+                .lines()
+                .find_map(|l| l.strip_prefix("connected_slaves:"))
+                .and_then(|n| n.trim().parse().ok())
+                .unwrap_or(0);
+            fewest = fewest.min(replicas);
+        }
+        Ok(if fewest == u32::MAX { 0 } else { fewest })
+    }
+}
+
+/// `CLUSTER NODES` lines: `<id> <ip:port@bus[,hostname]> <flags> ...`;
+/// the masters that are not failed, as `redis://ip:port`.
+fn cluster_masters(nodes: &str) -> Vec<String> {
+    nodes
+        .lines()
+        .filter_map(|line| {
+            let mut fields = line.split_whitespace();
+            let (_id, addr, flags) = (fields.next()?, fields.next()?, fields.next()?);
+            let flags: Vec<&str> = flags.split(',').collect();
+            if !flags.contains(&"master") || flags.iter().any(|f| f.starts_with("fail") || *f == "noaddr") {
+                return None;
+            }
+            let host_port = addr.split(['@', ',']).next()?;
+            Some(format!("redis://{host_port}"))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cluster_nodes_win_over_the_url_and_get_a_scheme() {
+        let endpoint =
+            Endpoint::new("redis://127.0.0.1:6379", Some(" 127.0.0.1:7001, redis://127.0.0.1:7002 ")).unwrap();
+        assert_eq!(endpoint, Endpoint::Cluster(vec!["redis://127.0.0.1:7001".into(), "redis://127.0.0.1:7002".into()]));
+        assert_eq!(Endpoint::new("redis://h:1", Some("  ")).unwrap(), Endpoint::Single("redis://h:1".into()));
+        assert!(Endpoint::new("redis://h:1", Some("not a url::")).is_err());
+    }
+
+    #[test]
+    fn a_described_endpoint_shows_no_password() {
+        let endpoint = Endpoint::Single("redis://:secret@127.0.0.1:6379".into());
+        assert_eq!(endpoint.describe(), "redis://127.0.0.1:6379");
+    }
+
+    #[test]
+    fn only_live_masters_are_scanned() {
+        let nodes = "\
+a1 127.0.0.1:7001@17001 myself,master - 0 0 1 connected 0-5460
+a2 127.0.0.1:7002@17002 master - 0 0 2 connected 5461-10922
+a3 127.0.0.1:7003@17003 master,fail - 0 0 3 connected
+a4 127.0.0.1:7004@17004,host slave a1 0 0 1 connected
+a5 127.0.0.1:7005@17005 master - 0 0 7 connected 10923-16383
+";
+        assert_eq!(
+            cluster_masters(nodes),
+            vec!["redis://127.0.0.1:7001", "redis://127.0.0.1:7002", "redis://127.0.0.1:7005"]
+        );
+    }
+}
