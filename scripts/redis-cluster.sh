@@ -98,11 +98,21 @@ cluster_status() {
     [ "$any" = 1 ]
 }
 
-# The master that holds KEY's slot now, as a port.
+# The first node that answers, as a port.
+cluster_any_node() {
+    local port
+    for port in "${CLUSTER_PORTS[@]}"; do
+        if cluster_node_alive "$port"; then echo "$port"; return 0; fi
+    done
+    return 1
+}
+
+# The master that holds KEY's slot now, as a port (as a live node sees it).
 cluster_master_of() {
-    local slot
-    slot=$(redis-cli -p "${CLUSTER_PORTS[0]}" cluster keyslot "$1")
-    redis-cli -p "${CLUSTER_PORTS[0]}" cluster nodes | awk -v slot="$slot" '
+    local slot node
+    node=$(cluster_any_node) || return 1
+    slot=$(redis-cli -p "$node" cluster keyslot "$1")
+    redis-cli -p "$node" cluster nodes | awk -v slot="$slot" '
         $3 ~ /master/ && $3 !~ /fail/ {
             for (i = 9; i <= NF; i++) {
                 split($i, r, "-"); lo = r[1]; hi = (r[2] == "" ? r[1] : r[2])

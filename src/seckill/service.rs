@@ -106,9 +106,17 @@ impl Seckill {
                         max_deliveries: config.seckill.async_max_deliveries,
                     },
                 };
+                let acks = replica_acks(config.seckill.order_replica_acks, &mut redis.clone()).await;
                 let replica_wait = ReplicaWait {
-                    acks: replica_acks(config.seckill.order_replica_acks, &mut redis.clone()).await,
+                    acks,
                     timeout: Duration::from_millis(config.seckill.order_replica_wait_ms),
+                    // WAIT blocks its connection: the waiting orders get their own.
+                    redis: if acks > 0 {
+                        connect_redis_with(&config.redis, Duration::from_secs(2)).await?
+                    } else {
+                        redis.clone()
+                    },
+                    short: Default::default(),
                 };
                 let orders = AsyncOrders {
                     db: db.clone(),

@@ -49,11 +49,48 @@ const STAGE_CHUNK: usize = 5_000;
 const RETRY_PAUSE: Duration = Duration::from_millis(100);
 
 /// Replicas an accepted order waits for before it is answered as safe.
-#[derive(Debug, Clone, Copy)]
+///
+/// `WAIT` blocks the connection it is sent on: every command queued behind
+/// it waits too. So the waiting orders have a connection of their own
+/// (sessions, limits and the consumer never queue behind a `WAIT`), and a
+/// voucher whose `WAIT` came back short (its master lost its replica, as
+/// after a failover) skips the wait for `SHORT_WAIT_BACKOFF` and is
+/// answered 202 at once, instead of holding every order behind a wait no
+/// replica can end.
 pub(crate) struct ReplicaWait {
     /// 0: no wait (one Redis, or a cluster without replicas).
     pub acks: u32,
     pub timeout: Duration,
+    pub redis: Redis,
+    /// Voucher -> when its last wait came back short; bounded.
+    pub short: std::sync::Mutex<HashMap<u64, tokio::time::Instant>>,
+}
+
+/// How long a voucher whose replica did not answer skips the wait.
+const SHORT_WAIT_BACKOFF: Duration = Duration::from_secs(1);
+/// Vouchers remembered as short of a replica, at most.
+const SHORT_WAIT_MAX: usize = 1_024;
+
+impl ReplicaWait {
+    fn recently_short(&self, voucher_id: u64) -> bool {
+        let short = self.short.lock().expect("replica wait poisoned");
+        short.get(&voucher_id).is_some_and(|at| at.elapsed() < SHORT_WAIT_BACKOFF)
+    }
+
+    fn record(&self, voucher_id: u64, replicated: bool) {
+        let mut short = self.short.lock().expect("replica wait poisoned");
+        if replicated {
+            short.remove(&voucher_id);
+            return;
+        }
+        if short.len() >= SHORT_WAIT_MAX {
+            short.retain(|_, at| at.elapsed() < SHORT_WAIT_BACKOFF);
+            if short.len() >= SHORT_WAIT_MAX {
+                short.clear();
+            }
+        }
+        short.insert(voucher_id, tokio::time::Instant::now());
+    }
 }
 
 /// What the asynchronous mode's order path is made of; built once at
@@ -101,7 +138,10 @@ impl AsyncOrders {
             };
             match verdict {
                 0 => {
-                    let replicated = acked >= self.replica_wait.acks;
+                    let replicated = acked.unwrap_or(0) >= self.replica_wait.acks;
+                    if acked.is_some() {
+                        self.replica_wait.record(voucher_id, replicated);
+                    }
                     if !replicated {
                         tracing::warn!(order_id, acked, "order accepted but not yet on a Redis replica");
                     }
@@ -147,7 +187,7 @@ impl AsyncOrders {
 
     /// The order script, followed by a `WAIT` for the replicas on the same
     /// connection when they are waited for. Returns the verdict and how
-    /// many replicas acknowledged it.
+    /// many replicas acknowledged it (`None`: no wait was made).
     async fn run_order_script(
         &self,
         redis: &mut Redis,
@@ -155,9 +195,9 @@ impl AsyncOrders {
         user_id: u64,
         order_id: i64,
         voucher_id: u64,
-    ) -> redis::RedisResult<(i64, u32)> {
-        let ReplicaWait { acks, timeout } = self.replica_wait;
-        if acks == 0 {
+    ) -> redis::RedisResult<(i64, Option<u32>)> {
+        let (acks, timeout) = (self.replica_wait.acks, self.replica_wait.timeout);
+        if acks == 0 || self.replica_wait.recently_short(voucher_id) {
             let verdict = ORDER
                 .key(&keys.stock)
                 .key(&keys.window)
@@ -169,11 +209,13 @@ impl AsyncOrders {
                 .arg(voucher_id)
                 .invoke_async(redis)
                 .await?;
-            return Ok((verdict, 0));
+            return Ok((verdict, None));
         }
         let script_keys = [&*keys.stock, &*keys.window, &*keys.buyers, &*keys.orders, &*keys.pending];
         let args = [user_id.to_string(), order_id.to_string(), voucher_id.to_string()];
-        redis.invoke_then_wait(&ORDER, &script_keys, &args, acks, timeout).await
+        let (verdict, acked) =
+            self.replica_wait.redis.clone().invoke_then_wait(&ORDER, &script_keys, &args, acks, timeout).await?;
+        Ok((verdict, Some(acked)))
     }
 
     /// Whether `order_id` itself was accepted: pending, persisted, or already
