@@ -3,7 +3,7 @@
 
 use std::{sync::Arc, time::Duration};
 
-use hmdp_redis::Redis;
+use hmdp_redis::{Redis, ReplicaBarrier};
 use sqlx::MySqlPool;
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
@@ -111,11 +111,11 @@ impl Seckill {
                     acks,
                     timeout: Duration::from_millis(config.seckill.order_replica_wait_ms),
                     // WAIT blocks its connection: the waiting orders get their own.
-                    redis: if acks > 0 {
+                    barrier: ReplicaBarrier::new(if acks > 0 {
                         connect_redis_with(&config.redis, Duration::from_secs(2)).await?
                     } else {
                         redis.clone()
-                    },
+                    }),
                     short: Default::default(),
                 };
                 let orders = AsyncOrders {

@@ -85,15 +85,10 @@ pub enum LockError {
 }
 
 impl LockError {
-    /// Redis could not be reached or did not answer in time. (The lock is a
-    /// library that imports nothing of the app, so it says this itself.)
+    /// Redis could not be reached, did not answer in time, or cannot serve
+    /// yet (LOADING after a restart, a cluster mid-failover).
     pub fn is_unavailable(&self) -> bool {
-        matches!(self, Self::Redis(e) if e.is_io_error()
-            || e.is_connection_dropped()
-            || e.is_timeout()
-            || e.is_connection_refusal()
-            // LOADING after a restart, TRYAGAIN, MASTERDOWN: not yet serving.
-            || matches!(e.retry_method(), redis::RetryMethod::WaitAndRetry))
+        matches!(self, Self::Redis(e) if hmdp_redis::unavailable(e))
     }
 }
 

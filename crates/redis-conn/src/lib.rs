@@ -11,11 +11,37 @@
 use std::{sync::Arc, time::Duration};
 
 use redis::{
-    Cmd, FromRedisValue, Pipeline, RedisError, RedisFuture, RedisResult, Script, Value,
+    Cmd, FromRedisValue, Pipeline, RedisError, RedisFuture, RedisResult, Value,
     aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig},
     cluster::ClusterClientBuilder,
     cluster_async::ClusterConnection,
+    cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr},
 };
+
+mod replicas;
+pub use replicas::ReplicaBarrier;
+
+/// Redis could not be reached, did not answer in time, or said it cannot
+/// serve yet, as opposed to a command it refused: the callers answer 503
+/// and may ask again. Besides a dead or slow server that covers a cluster
+/// in motion, whose redirects outlasted the client's retries (mid-failover
+/// a replica answers `MOVED` to its dead master until it is promoted) and
+/// LOADING, TRYAGAIN, MASTERDOWN and CLUSTERDOWN.
+pub fn unavailable(err: &RedisError) -> bool {
+    use redis::RetryMethod;
+    err.is_io_error()
+        || err.is_connection_dropped()
+        || err.is_timeout()
+        || err.is_connection_refusal()
+        || matches!(
+            err.retry_method(),
+            RetryMethod::WaitAndRetry
+                | RetryMethod::MovedRedirect
+                | RetryMethod::AskRedirect
+                | RetryMethod::RefreshSlotsAndRetry
+                | RetryMethod::ReconnectFromInitialConnections
+        )
+}
 
 /// Where Redis is: one server (`REDIS_URL`) or the seed nodes of a cluster
 /// (`REDIS_CLUSTER_NODES`).
@@ -233,28 +259,19 @@ impl Redis {
         Ok(found)
     }
 
-    /// Runs `script` and then `WAIT replicas timeout` in one pipeline: the
-    /// pipeline goes to the node of the script's first key, on one
-    /// connection, so the WAIT covers the script's writes (WAIT counts the
-    /// replicas that acknowledged everything this connection wrote). Returns
-    /// the script's answer and the replicas that acknowledged it.
-    pub async fn invoke_then_wait<T: FromRedisValue>(
-        &mut self,
-        script: &Script,
-        keys: &[&str],
-        args: &[String],
-        replicas: u32,
-        timeout: Duration,
-    ) -> RedisResult<(T, u32)> {
-        let mut pipe = redis::pipe();
-        pipe.cmd("EVALSHA").arg(script.get_hash()).arg(keys.len()).arg(keys).arg(args);
-        pipe.cmd("WAIT").arg(replicas).arg(timeout.as_millis().max(1) as u64);
-        match pipe.query_async::<(T, u32)>(self).await {
-            Err(err) if err.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) => {
-                script.prepare_invoke().load_async(self).await?;
-                pipe.query_async(self).await
+    /// Sends a command that names no key (`WAIT`, say) to the master of
+    /// `key`'s slot: on a cluster, the node and connection that `key`'s
+    /// commands went to; on one server, its connection.
+    pub async fn query_on_master_of<T: FromRedisValue>(&mut self, key: &str, cmd: Cmd) -> RedisResult<T> {
+        match &mut self.conn {
+            Conn::Single(conn) => cmd.query_async(conn).await,
+            Conn::Cluster(conn) => {
+                let route = Route::with_key(key, SlotAddr::Master);
+                let value = conn
+                    .route_command(cmd, RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(route)))
+                    .await?;
+                redis::from_redis_value(value).map_err(RedisError::from)
             }
-            other => other,
         }
     }
 

@@ -23,7 +23,7 @@ use std::{
     time::Duration,
 };
 
-use hmdp_redis::Redis;
+use hmdp_redis::{Redis, ReplicaBarrier};
 use redis::{AsyncCommands, Script};
 use sqlx::MySqlPool;
 
@@ -52,8 +52,9 @@ const RETRY_PAUSE: Duration = Duration::from_millis(100);
 ///
 /// `WAIT` blocks the connection it is sent on: every command queued behind
 /// it waits too. So the waiting orders have a connection of their own
-/// (sessions, limits and the consumer never queue behind a `WAIT`), and a
-/// voucher whose `WAIT` came back short (its master lost its replica, as
+/// (sessions, limits and the consumer never queue behind a `WAIT`), one
+/// `WAIT` at a time per slot covers every order answered before it (a
+/// group wait, `ReplicaBarrier`), and a voucher whose `WAIT` came back short (its master lost its replica, as
 /// after a failover) skips the wait for `SHORT_WAIT_BACKOFF` and is
 /// answered 202 at once, instead of holding every order behind a wait no
 /// replica can end.
@@ -61,7 +62,8 @@ pub(crate) struct ReplicaWait {
     /// 0: no wait (one Redis, or a cluster without replicas).
     pub acks: u32,
     pub timeout: Duration,
-    pub redis: Redis,
+    /// The waiting orders' own connection and their group `WAIT`.
+    pub barrier: ReplicaBarrier,
     /// Voucher -> when its last wait came back short; bounded.
     pub short: std::sync::Mutex<HashMap<u64, tokio::time::Instant>>,
 }
@@ -211,10 +213,31 @@ impl AsyncOrders {
                 .await?;
             return Ok((verdict, None));
         }
-        let script_keys = [&*keys.stock, &*keys.window, &*keys.buyers, &*keys.orders, &*keys.pending];
-        let args = [user_id.to_string(), order_id.to_string(), voucher_id.to_string()];
-        let (verdict, acked) =
-            self.replica_wait.redis.clone().invoke_then_wait(&ORDER, &script_keys, &args, acks, timeout).await?;
+        // The script on the connection the WAIT will be sent on: WAIT counts
+        // what its own connection wrote.
+        let verdict: i64 = ORDER
+            .key(&keys.stock)
+            .key(&keys.window)
+            .key(&keys.buyers)
+            .key(&keys.orders)
+            .key(&keys.pending)
+            .arg(user_id)
+            .arg(order_id)
+            .arg(voucher_id)
+            .invoke_async(&mut self.replica_wait.barrier.redis().clone())
+            .await?;
+        if verdict != 0 {
+            return Ok((verdict, None));
+        }
+        let acked = match self.replica_wait.barrier.acknowledged(&keys.stock, acks, timeout).await {
+            Ok(acked) => acked,
+            // Accepted: whether a replica has it is not known, and the
+            // answer says so (202) instead of asking the script again.
+            Err(err) => {
+                tracing::warn!(order_id, error = %err, "the replicas' acknowledgement of an accepted order was lost");
+                0
+            }
+        };
         Ok((verdict, Some(acked)))
     }
 
