@@ -68,8 +68,14 @@ ensure_mariadb() {
     log "starting MariaDB"
     $SUDO mkdir -p /run/mysqld
     $SUDO chown mysql:mysql /run/mysqld 2>/dev/null || true
-    if ! { command -v service >/dev/null && $SUDO service mariadb start >/dev/null 2>&1; }; then
-        $SUDO start-stop-daemon --start --oknodo --background --exec /usr/sbin/mariadbd -- --user=mysql
+    # A primary that feeds the stack's replica (scripts/mariadb-replica.sh)
+    # must come back writing its binary log.
+    local extra=()
+    if [ -f "$STATE_DIR/mariadb-primary.args" ]; then read -ra extra <"$STATE_DIR/mariadb-primary.args"; fi
+    if [ "${#extra[@]}" -gt 0 ] || ! { command -v service >/dev/null && $SUDO service mariadb start >/dev/null 2>&1; }; then
+        # By its pid file: the stack's replica is a mariadbd too.
+        $SUDO start-stop-daemon --start --oknodo --background --pidfile /run/mysqld/mysqld.pid \
+            --exec /usr/sbin/mariadbd -- --user=mysql "${extra[@]}"
     fi
     wait_for 60 "MariaDB" mariadb_alive
 }

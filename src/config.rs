@@ -40,6 +40,12 @@ pub struct DatabaseSettings {
 
     #[arg(id = "db_max_connections", long = "db-max-connections", env = "DB_MAX_CONNECTIONS", default_value_t = 32)]
     pub max_connections: u32,
+
+    /// A read-only replica for the reads that may lag (the shop's voucher
+    /// list, a user's order list). Writes, and the order a buyer polls
+    /// right after ordering, keep to the primary.
+    #[arg(id = "database_read_url", long = "database-read-url", env = "DATABASE_READ_URL")]
+    pub read_url: Option<String>,
 }
 
 /// Redis.
@@ -225,6 +231,7 @@ impl std::fmt::Debug for DatabaseSettings {
         f.debug_struct("DatabaseSettings")
             .field("url", &without_password(&self.url))
             .field("max_connections", &self.max_connections)
+            .field("read_url", &self.read_url.as_deref().map(without_password))
             .finish()
     }
 }

@@ -48,6 +48,36 @@ async fn ensure_database(options: &MySqlConnectOptions, database: &str) -> anyho
     Ok(())
 }
 
+/// The pool for reads that may lag: the replica `DATABASE_READ_URL` names,
+/// or the primary when none is set.
+#[derive(Clone)]
+pub(crate) struct ReadReplica(pub MySqlPool);
+
+/// Connects to a replica for reads. Nothing is created there (a replica
+/// takes its databases from the primary), and a server that is not
+/// read-only is refused: reads sent to a second primary, or to the primary
+/// itself under another name, would hide that the setting is wrong.
+pub async fn connect_read_replica(url: &str, max_connections: u32) -> anyhow::Result<MySqlPool> {
+    let options: MySqlConnectOptions = url.parse().context("parsing DATABASE_READ_URL")?;
+    let connecting = MySqlPoolOptions::new()
+        .max_connections(max_connections)
+        .acquire_timeout(Duration::from_secs(5))
+        .connect_with(options.log_statements(tracing::log::LevelFilter::Trace));
+    let pool = tokio::time::timeout(Duration::from_secs(10), connecting)
+        .await
+        .context("the replica of DATABASE_READ_URL did not answer within 10 s")?
+        .context("connecting to the replica of DATABASE_READ_URL")?;
+    let read_only: i64 = sqlx::query_scalar("SELECT CAST(@@read_only AS SIGNED)")
+        .fetch_one(&pool)
+        .await
+        .context("asking the replica of DATABASE_READ_URL whether it is read-only")?;
+    anyhow::ensure!(
+        read_only == 1,
+        "DATABASE_READ_URL names a server that is not read-only (@@read_only = 0): it must be a replica, started with --read-only"
+    );
+    Ok(pool)
+}
+
 /// A reconnecting connection to one Redis or to the cluster the settings
 /// name. Commands time out instead of hanging, so a dead Redis becomes a
 /// quick 503 rather than a stuck request; a cluster that does not serve

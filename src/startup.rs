@@ -8,13 +8,14 @@ use anyhow::Context;
 use sqlx::MySqlPool;
 use tokio::net::TcpListener;
 
-pub use crate::connect::{connect_database, connect_redis};
+pub use crate::connect::{connect_database, connect_read_replica, connect_redis};
 use hmdp_lock::{LockConfig, LockService};
 
 use crate::{
     app,
     auth::{Auth, CodeStore, LoginLimits, SessionStore, TokenKeys},
     config::Config,
+    connect::ReadReplica,
     http::ratelimit::{Limit, LocalUserLimiter, RateLimiter},
     ids::OrderIdGenerator,
     keys::Keys,
@@ -71,6 +72,10 @@ pub(crate) async fn build_state(config: Config) -> anyhow::Result<AppState> {
     let db = connect_database(&config.db.url, config.db.max_connections).await?;
     migrate(&db).await?;
     verify_safety_constraints(&db).await?;
+    let replica = match &config.db.read_url {
+        Some(url) => Some(connect_read_replica(url, config.db.max_connections).await?),
+        None => None,
+    };
     let redis = connect_redis(&config.redis).await?;
     let keys = Keys::new(&config.redis.key_prefix);
     let locks = LockService::new(
@@ -79,7 +84,14 @@ pub(crate) async fn build_state(config: Config) -> anyhow::Result<AppState> {
     );
     let order_ids = OrderIdGenerator::new(redis.clone(), keys.clone(), config.seckill.order_id_block);
     let instance = config.instance_id().to_owned();
-    let deps = seckill::Dependencies { db: db.clone(), redis: redis.clone(), keys: keys.clone(), order_ids, locks };
+    let deps = seckill::Dependencies {
+        db: db.clone(),
+        replica: replica.clone(),
+        redis: redis.clone(),
+        keys: keys.clone(),
+        order_ids,
+        locks,
+    };
     let seckill = Seckill::build(&config, &instance, deps).await?;
     Ok(AppState {
         auth: Auth {
@@ -92,6 +104,7 @@ pub(crate) async fn build_state(config: Config) -> anyhow::Result<AppState> {
         limits: RateLimiter::new(redis.clone(), keys),
         order_limit: LocalUserLimiter::new(Limit::per(config.limits.orders_per_user_10s, Duration::from_secs(10))),
         metrics: crate::monitoring::recorder(),
+        read_replica: ReadReplica(replica.unwrap_or_else(|| db.clone())),
         db,
         redis,
         config: Arc::new(config),

@@ -16,6 +16,7 @@ use sqlx::MySqlPool;
 use crate::{
     auth::Auth,
     config::Config,
+    connect::ReadReplica,
     http::ratelimit::{LocalUserLimiter, RateLimiter},
     seckill::Seckill,
 };
@@ -23,6 +24,8 @@ use crate::{
 #[derive(Clone, FromRef)]
 pub struct AppState {
     pub db: MySqlPool,
+    /// Reads that may lag: the replica, or the primary again.
+    pub(crate) read_replica: ReadReplica,
     pub redis: Redis,
     pub config: Arc<Config>,
     pub auth: Auth,

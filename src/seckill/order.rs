@@ -14,6 +14,14 @@ use super::{
 };
 use crate::keys::Keys;
 
+/// Where an order's row is looked for: the replica first when there is one,
+/// then the primary, which has every committed row.
+#[derive(Clone, Copy)]
+pub(super) struct Rows<'a> {
+    pub primary: &'a MySqlPool,
+    pub replica: Option<&'a MySqlPool>,
+}
+
 /// The order if it exists and belongs to `user_id`: the same `None` for
 /// both, so an id reveals nothing about other users' orders.
 ///
@@ -22,7 +30,7 @@ use crate::keys::Keys;
 /// between two looks is found by the next one, because the pending entry is
 /// removed only after the commit (or together with the failed entry).
 pub(super) async fn find_owned(
-    db: &MySqlPool,
+    rows: Rows<'_>,
     redis: &mut Redis,
     keys: &Keys,
     order_id: i64,
@@ -32,7 +40,12 @@ pub(super) async fn find_owned(
     if let Some(view) = in_redis(redis, keys, &active, order_id, user_id, OrderState::Pending).await? {
         return Ok(Some(view));
     }
-    let row = store::owned_order(db, order_id, user_id).await?;
+    if let Some(replica) = rows.replica
+        && let Some(row) = store::owned_order(replica, order_id, user_id).await?
+    {
+        return Ok(Some(row));
+    }
+    let row = store::owned_order(rows.primary, order_id, user_id).await?;
     if row.is_some() {
         return Ok(row);
     }

@@ -32,6 +32,7 @@ pub struct Seckill(Arc<Service>);
 struct Service {
     mode: Mode,
     db: MySqlPool,
+    replica: Option<MySqlPool>,
     redis: Redis,
     keys: Keys,
     locks: LockService,
@@ -50,6 +51,8 @@ enum Mode {
 /// rest of the app.
 pub(crate) struct Dependencies {
     pub db: MySqlPool,
+    /// A replica for the reads that may lag (`DATABASE_READ_URL`).
+    pub replica: Option<MySqlPool>,
     pub redis: Redis,
     pub keys: Keys,
     pub order_ids: OrderIdGenerator,
@@ -61,7 +64,7 @@ impl Seckill {
     /// is chosen. The asynchronous mode's consumer gets a Redis connection
     /// of its own; it starts with `start`.
     pub(crate) async fn build(config: &Config, instance: &str, deps: Dependencies) -> anyhow::Result<Self> {
-        let Dependencies { db, redis, keys, order_ids, locks } = deps;
+        let Dependencies { db, replica, redis, keys, order_ids, locks } = deps;
         let (stop, tasks) = (CancellationToken::new(), TaskTracker::new());
         let gates = VoucherGates::new(config.seckill.hot_row_permits, config.seckill.hot_row_queue_max);
         let deadline = Duration::from_millis(config.seckill.request_deadline_ms);
@@ -130,7 +133,7 @@ impl Seckill {
                 Mode::Async { orders: Box::new(orders), consumer: Box::new(consumer) }
             }
         };
-        Ok(Self(Arc::new(Service { mode, db, redis, keys, locks, stop, tasks })))
+        Ok(Self(Arc::new(Service { mode, db, replica, redis, keys, locks, stop, tasks })))
     }
 
     /// `sync` or `async`, for logs and metrics labels.
@@ -181,8 +184,12 @@ impl Seckill {
     }
 
     /// The order if it exists and belongs to `user_id`, in whichever state.
+    /// The buyer polls this right after ordering: a replica that does not
+    /// have the row yet is followed by the primary, so an order the buyer
+    /// was told about is never "not found".
     pub(crate) async fn find_order(&self, order_id: i64, user_id: u64) -> SeckillResult<Option<OrderView>> {
-        order::find_owned(&self.0.db, &mut self.0.redis.clone(), &self.0.keys, order_id, user_id).await
+        let rows = order::Rows { primary: &self.0.db, replica: self.0.replica.as_ref() };
+        order::find_owned(rows, &mut self.0.redis.clone(), &self.0.keys, order_id, user_id).await
     }
 
     /// One page of the user's orders, newest first, and how many in all.
@@ -192,7 +199,8 @@ impl Seckill {
         page: u32,
         per_page: u32,
     ) -> SeckillResult<(Vec<OrderView>, u64)> {
-        order::list_owned(&self.0.db, user_id, page, per_page).await
+        // A list may lag a moment behind the orders (the replica's delay).
+        order::list_owned(self.0.replica.as_ref().unwrap_or(&self.0.db), user_id, page, per_page).await
     }
 
     /// The per-user lock service of the synchronous mode.

@@ -18,6 +18,7 @@ pub(crate) use model::{Invalid, NewVoucher, VoucherForm, VoucherView};
 
 use crate::{
     config::Config,
+    connect::ReadReplica,
     http::{
         ApiError, ApiResult, Reply,
         envelope::{Failure, Success},
@@ -37,6 +38,7 @@ pub(crate) fn routes<S>() -> Router<S>
 where
     S: Clone + Send + Sync + 'static,
     MySqlPool: FromRef<S>,
+    ReadReplica: FromRef<S>,
     Seckill: FromRef<S>,
     Arc<Config>: FromRef<S>,
 {
@@ -112,9 +114,11 @@ async fn insert_voucher<'e>(db: impl sqlx::MySqlExecutor<'e>, voucher: &NewVouch
         BadPath, Unavailable,
     ))]
 pub(crate) async fn list_for_shop(
-    State(db): State<MySqlPool>,
+    State(ReadReplica(db)): State<ReadReplica>,
     Path(shop_id): Path<u64>,
 ) -> ApiResult<Reply<Vec<VoucherView>>> {
+    // A voucher created a moment ago may be missing from a lagging replica;
+    // the list is a shop window, not a promise.
     let vouchers: Vec<VoucherView> = seckill::shop_vouchers(&db, shop_id).await?;
     Ok(Reply::list(vouchers))
 }

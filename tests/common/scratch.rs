@@ -47,7 +47,11 @@ pub fn test_config() -> (Config, String, String) {
     let database = format!("hmdp_test_{tag}");
     let prefix = format!("test:{tag}:");
     let config = Config {
-        db: DatabaseSettings { url: format!("{}/{database}", database_server_url()), max_connections: 32 },
+        db: DatabaseSettings {
+            url: format!("{}/{database}", database_server_url()),
+            max_connections: 32,
+            read_url: None,
+        },
         redis: redis_settings(&prefix),
         server: ServerSettings {
             bind_addr: "127.0.0.1:0".into(),
