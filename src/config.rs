@@ -226,6 +226,14 @@ pub struct SeckillSettings {
     pub order_replica_wait_ms: u64,
 }
 
+impl DatabaseSettings {
+    /// The replica's URL, when one is set: an empty `DATABASE_READ_URL`
+    /// (what a script that passes it through sets) means none.
+    pub fn replica_url(&self) -> Option<&str> {
+        self.read_url.as_deref().map(str::trim).filter(|url| !url.is_empty())
+    }
+}
+
 impl std::fmt::Debug for DatabaseSettings {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("DatabaseSettings")
@@ -428,12 +436,30 @@ mod tests {
             "--redis-url=redis://:redis-pass-456@127.0.0.1:6379",
             "--jwt-secret=jwt-secret-0123456789",
             "--admin-key=admin-key-789",
+            "--database-read-url=mysql://hmdp:replica-pass-321@127.0.0.1:3307/hmdp",
         ])
         .expect("the flags parse");
         let shown = format!("{config:?}");
-        for secret in ["db-pass-123", "redis-pass-456", "jwt-secret-0123456789", "admin-key-789"] {
+        for secret in ["db-pass-123", "redis-pass-456", "jwt-secret-0123456789", "admin-key-789", "replica-pass-321"] {
             assert!(!shown.contains(secret), "{secret} in {shown}");
         }
         assert!(shown.contains("mysql://hmdp:<redacted>@127.0.0.1:3306/hmdp"), "{shown}");
+    }
+
+    #[test]
+    fn an_empty_read_url_means_no_replica() {
+        // scripts/stack passes DATABASE_READ_URL through, empty without REPLICA=1.
+        let parse = |read_url: &str| {
+            let Cli { config } = Cli::try_parse_from([
+                "hmdp",
+                "--jwt-secret=jwt-secret-0123456789",
+                &format!("--database-read-url={read_url}"),
+            ])
+            .expect("the flags parse");
+            config.db.replica_url().map(str::to_owned)
+        };
+        assert_eq!(parse(""), None);
+        assert_eq!(parse("  "), None);
+        assert_eq!(parse("mysql://r@127.0.0.1:3307/hmdp").as_deref(), Some("mysql://r@127.0.0.1:3307/hmdp"));
     }
 }

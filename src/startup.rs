@@ -72,7 +72,7 @@ pub(crate) async fn build_state(config: Config) -> anyhow::Result<AppState> {
     let db = connect_database(&config.db.url, config.db.max_connections).await?;
     migrate(&db).await?;
     verify_safety_constraints(&db).await?;
-    let replica = match &config.db.read_url {
+    let replica = match config.db.replica_url() {
         Some(url) => Some(connect_read_replica(url, config.db.max_connections).await?),
         None => None,
     };
