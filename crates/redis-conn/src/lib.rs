@@ -20,7 +20,7 @@ use std::{
 use redis::{
     Cmd, FromRedisValue, Pipeline, RedisError, RedisFuture, RedisResult, Value,
     aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig},
-    cluster::ClusterClientBuilder,
+    cluster::{ClusterClient, ClusterClientBuilder},
     cluster_async::ClusterConnection,
     cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, Slot, SlotAddr},
 };
@@ -138,7 +138,8 @@ impl Endpoint {
                         .retry_wait_formula(50, 2)
                         .build()?;
                     let conn = client.get_async_connection().await?;
-                    let mut conn = Redis { conn: Conn::Cluster(conn), endpoint: Arc::new(self.clone()) };
+                    let mut conn =
+                        Redis { conn: Conn::Cluster(Arc::new(Cluster::new(client, conn))), endpoint: Arc::new(self.clone()) };
                     let info: String = redis::cmd("CLUSTER").arg("INFO").query_async(&mut conn).await?;
                     let field = |name: &str| {
                         info.lines().find_map(|l| l.strip_prefix(name)?.strip_prefix(':')).map(str::trim).unwrap_or("")
@@ -185,14 +186,94 @@ pub struct Redis {
 #[derive(Clone)]
 enum Conn {
     Single(ConnectionManager),
-    Cluster(ClusterConnection),
+    Cluster(Arc<Cluster>),
+}
+
+/// A cluster connection that is replaced when it wedges.
+///
+/// redis-rs 1.8's cluster connection can deadlock when a master dies under
+/// load: its slot refresh waits for a lock that a node-repair future (which
+/// it no longer polls) was granted, and from then on every command of every
+/// slot times out, the surviving masters' too, for good. Seen with 200
+/// concurrent readers and one master SIGKILLed: 0 answers per second until
+/// the process restarted (`scripts/chaos` redis-master-kill, sync mode:
+/// instances that never served again). So the commands' outcomes are
+/// watched: when commands time out and none has succeeded for `WEDGED_AFTER`,
+/// a new connection is made from the same client and takes over. A failover
+/// itself does not trigger it: commands to the other masters keep succeeding
+/// meanwhile.
+struct Cluster {
+    client: ClusterClient,
+    current: std::sync::RwLock<ClusterConnection>,
+    started: std::time::Instant,
+    /// Milliseconds since `started` of the last command Redis answered.
+    last_answer_ms: AtomicU64,
+    replacing: std::sync::atomic::AtomicBool,
+}
+
+/// No answer for this long, with commands timing out: the connection is
+/// taken for wedged. Longer than a failover's few seconds of silence from
+/// one master, shorter than a sale.
+const WEDGED_AFTER: Duration = Duration::from_secs(3);
+
+impl Cluster {
+    fn new(client: ClusterClient, conn: ClusterConnection) -> Self {
+        Self {
+            client,
+            current: std::sync::RwLock::new(conn),
+            started: std::time::Instant::now(),
+            last_answer_ms: AtomicU64::new(0),
+            replacing: Default::default(),
+        }
+    }
+
+    fn connection(&self) -> ClusterConnection {
+        self.current.read().expect("cluster connection poisoned").clone()
+    }
+
+    fn now_ms(&self) -> u64 {
+        self.started.elapsed().as_millis() as u64
+    }
+
+    /// Notes an outcome; a timeout after `WEDGED_AFTER` without an answer
+    /// starts one replacement in the background.
+    fn observe<T>(self: &Arc<Self>, outcome: &RedisResult<T>) {
+        match outcome {
+            Err(err) if err.is_timeout() => {
+                let silent = self.now_ms().saturating_sub(self.last_answer_ms.load(Ordering::Relaxed));
+                if silent >= WEDGED_AFTER.as_millis() as u64 && !self.replacing.swap(true, Ordering::SeqCst) {
+                    tokio::spawn(Arc::clone(self).replace(silent));
+                }
+            }
+            Err(err) if err.is_io_error() || err.is_connection_dropped() || err.is_connection_refusal() => {}
+            _ => self.last_answer_ms.store(self.now_ms(), Ordering::Relaxed),
+        }
+    }
+
+    async fn replace(self: Arc<Self>, silent_ms: u64) {
+        tracing::warn!(silent_ms, "the Redis Cluster connection answers nothing; replacing it");
+        match tokio::time::timeout(CONNECT_DEADLINE, self.client.get_async_connection()).await {
+            Ok(Ok(conn)) => {
+                *self.current.write().expect("cluster connection poisoned") = conn;
+                self.last_answer_ms.store(self.now_ms(), Ordering::Relaxed);
+                tracing::warn!("the Redis Cluster connection was replaced");
+            }
+            Ok(Err(err)) => tracing::warn!(error = %err, "replacing the Redis Cluster connection failed; will try again"),
+            Err(_) => tracing::warn!("replacing the Redis Cluster connection timed out; will try again"),
+        }
+        self.replacing.store(false, Ordering::SeqCst);
+    }
 }
 
 impl ConnectionLike for Redis {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         match &mut self.conn {
             Conn::Single(conn) => conn.req_packed_command(cmd),
-            Conn::Cluster(conn) => conn.req_packed_command(cmd),
+            Conn::Cluster(cluster) => Box::pin(async move {
+                let outcome = cluster.connection().req_packed_command(cmd).await;
+                cluster.observe(&outcome);
+                outcome
+            }),
         }
     }
 
@@ -204,14 +285,18 @@ impl ConnectionLike for Redis {
     ) -> RedisFuture<'a, Vec<Value>> {
         match &mut self.conn {
             Conn::Single(conn) => conn.req_packed_commands(pipeline, offset, count),
-            Conn::Cluster(conn) => conn.req_packed_commands(pipeline, offset, count),
+            Conn::Cluster(cluster) => Box::pin(async move {
+                let outcome = cluster.connection().req_packed_commands(pipeline, offset, count).await;
+                cluster.observe(&outcome);
+                outcome
+            }),
         }
     }
 
     fn get_db(&self) -> i64 {
         match &self.conn {
             Conn::Single(conn) => conn.get_db(),
-            Conn::Cluster(conn) => conn.get_db(),
+            Conn::Cluster(cluster) => cluster.connection().get_db(),
         }
     }
 }
@@ -228,9 +313,9 @@ impl Redis {
     /// The masters' URLs: the nodes a `SCAN` or an `INFO` must visit to see
     /// everything. One server is its own master.
     pub async fn masters(&mut self) -> RedisResult<Vec<String>> {
-        match (&mut self.conn, &*self.endpoint) {
-            (Conn::Cluster(conn), _) => {
-                let nodes: String = redis::cmd("CLUSTER").arg("NODES").query_async(conn).await?;
+        match (&self.conn, &*self.endpoint) {
+            (Conn::Cluster(_), _) => {
+                let nodes: String = redis::cmd("CLUSTER").arg("NODES").query_async(self).await?;
                 Ok(cluster_masters(&nodes))
             }
             (Conn::Single(_), Endpoint::Single(url)) => Ok(vec![url.clone()]),
@@ -269,12 +354,14 @@ impl Redis {
     pub async fn query_on_master_of<T: FromRedisValue>(&mut self, key: &str, cmd: Cmd) -> RedisResult<T> {
         match &mut self.conn {
             Conn::Single(conn) => cmd.query_async(conn).await,
-            Conn::Cluster(conn) => {
+            Conn::Cluster(cluster) => {
                 let route = Route::with_key(key, SlotAddr::Master);
-                let value = conn
+                let outcome = cluster
+                    .connection()
                     .route_command(cmd, RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(route)))
-                    .await?;
-                redis::from_redis_value(value).map_err(RedisError::from)
+                    .await;
+                cluster.observe(&outcome);
+                redis::from_redis_value(outcome?).map_err(RedisError::from)
             }
         }
     }
