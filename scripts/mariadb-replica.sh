@@ -72,6 +72,9 @@ ensure_replication_account() {
 replica_start_server() {
     local owner
     owner=$(id -un)
+    if mariadb-admin --protocol=tcp -h127.0.0.1 -P"$REPLICA_PORT" --connect-timeout=2 ping >/dev/null 2>&1; then
+        die "something else answers on 127.0.0.1:$REPLICA_PORT (another clone's replica? its scripts/stack down stops it); the replica needs that port"
+    fi
     mkdir -p "$REPLICA_DIR"
     "$(command -v mariadbd || echo /usr/sbin/mariadbd)" --no-defaults --user="$owner" \
         --datadir="$REPLICA_DIR/data" --socket="$REPLICA_SOCKET" --pid-file="$REPLICA_PIDFILE" \
