@@ -138,8 +138,10 @@ impl Endpoint {
                         .retry_wait_formula(50, 2)
                         .build()?;
                     let conn = client.get_async_connection().await?;
-                    let mut conn =
-                        Redis { conn: Conn::Cluster(Arc::new(Cluster::new(client, conn))), endpoint: Arc::new(self.clone()) };
+                    let mut conn = Redis {
+                        conn: Conn::Cluster(Arc::new(Cluster::new(client, conn))),
+                        endpoint: Arc::new(self.clone()),
+                    };
                     let info: String = redis::cmd("CLUSTER").arg("INFO").query_async(&mut conn).await?;
                     let field = |name: &str| {
                         info.lines().find_map(|l| l.strip_prefix(name)?.strip_prefix(':')).map(str::trim).unwrap_or("")
@@ -258,7 +260,9 @@ impl Cluster {
                 self.last_answer_ms.store(self.now_ms(), Ordering::Relaxed);
                 tracing::warn!("the Redis Cluster connection was replaced");
             }
-            Ok(Err(err)) => tracing::warn!(error = %err, "replacing the Redis Cluster connection failed; will try again"),
+            Ok(Err(err)) => {
+                tracing::warn!(error = %err, "replacing the Redis Cluster connection failed; will try again")
+            }
             Err(_) => tracing::warn!("replacing the Redis Cluster connection timed out; will try again"),
         }
         self.replacing.store(false, Ordering::SeqCst);
