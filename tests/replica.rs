@@ -97,3 +97,15 @@ async fn a_read_url_that_is_not_a_read_only_replica_is_refused_at_start_up() {
     let err = built.err().expect("start-up refuses a read URL that is not read-only");
     assert!(format!("{err:#}").contains("not read-only"), "{err:#}");
 }
+
+#[tokio::test]
+async fn a_read_url_nobody_answers_on_is_an_error_at_start_up_not_a_hang() {
+    let (mut config, database, prefix) = test_config();
+    config.db.read_url = Some("mysql://root@127.0.0.1:1/hmdp".into());
+    let built = tokio::time::timeout(Duration::from_secs(60), Application::build(config))
+        .await
+        .expect("start-up hung on a replica nobody answers");
+    common::cleanup(database, prefix).await;
+    let err = built.err().expect("start-up refuses a replica it cannot reach");
+    assert!(format!("{err:#}").contains("DATABASE_READ_URL"), "{err:#}");
+}
