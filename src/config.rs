@@ -307,6 +307,16 @@ pub mod limits {
     /// authority, the exp only bounds how long a leaked token is worth trying.
     pub const TOKEN_TTL: Duration = Duration::from_secs(7 * 24 * 3600);
     pub const MIN_JWT_SECRET_LEN: usize = 16;
+    /// An admin key is a password that a script guesses at leisure: long.
+    pub const MIN_ADMIN_KEY_LEN: usize = 24;
+    /// `.env.example`'s values: `cp .env.example .env` must not serve.
+    pub const PLACEHOLDER_JWT_SECRET: &str = "replace-with-at-least-32-random-characters";
+    pub const PLACEHOLDER_ADMIN_KEY: &str = "replace-with-a-random-admin-key";
+    /// Order ids one UTC day can hold (the sequence's 32 bits).
+    pub const IDS_PER_DAY: u64 = 1 << 32;
+    /// Instances the id generator's bound is made for: each may drop up to
+    /// a block a second (what is left of it when the second turns).
+    pub const MAX_INSTANCES: u64 = 16;
 }
 
 impl Config {
@@ -325,8 +335,15 @@ impl Config {
 
 impl ServerSettings {
     pub fn validate(&self) -> anyhow::Result<()> {
-        if matches!(&self.admin_key, Some(k) if k.is_empty()) {
-            anyhow::bail!("ADMIN_KEY is set but empty; unset it to close the admin routes");
+        match self.admin_key.as_deref() {
+            Some("") => anyhow::bail!("ADMIN_KEY is set but empty; unset it to close the admin routes"),
+            Some(limits::PLACEHOLDER_ADMIN_KEY) => {
+                anyhow::bail!("ADMIN_KEY is .env.example's placeholder; put a random key in .env")
+            }
+            Some(key) if key.len() < limits::MIN_ADMIN_KEY_LEN => {
+                anyhow::bail!("ADMIN_KEY must be at least {} bytes long", limits::MIN_ADMIN_KEY_LEN)
+            }
+            _ => {}
         }
         Ok(())
     }
@@ -343,6 +360,9 @@ impl AuthSettings {
     pub fn validate(&self) -> anyhow::Result<()> {
         if self.jwt_secret.len() < limits::MIN_JWT_SECRET_LEN {
             anyhow::bail!("JWT_SECRET must be at least {} bytes long", limits::MIN_JWT_SECRET_LEN);
+        }
+        if self.jwt_secret == limits::PLACEHOLDER_JWT_SECRET {
+            anyhow::bail!("JWT_SECRET is .env.example's placeholder; put a random secret in .env");
         }
         Ok(())
     }
@@ -394,8 +414,16 @@ impl SeckillSettings {
         if self.order_batch_worker_idle_ms < 100 {
             anyhow::bail!("ORDER_BATCH_WORKER_IDLE_MS must be at least 100");
         }
-        if self.order_id_block == 0 || self.order_id_block > 100_000 {
-            anyhow::bail!("ORDER_ID_BLOCK must be between 1 and 100000");
+        // Each instance may drop what is left of a block every second of
+        // the day; with the most instances, that waste must leave at least
+        // half of a day's ids to real orders.
+        let max_block = limits::IDS_PER_DAY / 2 / (86_400 * limits::MAX_INSTANCES);
+        if self.order_id_block == 0 || u64::from(self.order_id_block) > max_block {
+            anyhow::bail!(
+                "ORDER_ID_BLOCK must be between 1 and {max_block}: {} instances, each dropping up to a block a second, must leave half of a day's {} ids to orders",
+                limits::MAX_INSTANCES,
+                limits::IDS_PER_DAY
+            );
         }
         if self.async_batch_max == 0 || self.async_batch_max > 5_000 {
             anyhow::bail!("ASYNC_BATCH_MAX must be between 1 and 5000");
@@ -444,6 +472,42 @@ mod tests {
             assert!(!shown.contains(secret), "{secret} in {shown}");
         }
         assert!(shown.contains("mysql://hmdp:<redacted>@127.0.0.1:3306/hmdp"), "{shown}");
+    }
+
+    fn parsed(flags: &[&str]) -> Config {
+        let mut argv = vec!["hmdp", "--jwt-secret=jwt-secret-0123456789"];
+        argv.extend_from_slice(flags);
+        Cli::try_parse_from(argv).expect("the flags parse").config
+    }
+
+    #[test]
+    fn the_placeholders_of_env_example_and_a_short_admin_key_are_refused() {
+        // `cp .env.example .env; docker compose up` served with both.
+        let example = include_str!("../.env.example");
+        let value = |name: &str| {
+            example.lines().find_map(|l| l.strip_prefix(name)?.strip_prefix('=')).expect("in .env.example").to_owned()
+        };
+        let admin = parsed(&[&format!("--admin-key={}", value("ADMIN_KEY"))]);
+        assert!(admin.validate().unwrap_err().to_string().contains("placeholder"));
+        let mut jwt = parsed(&["--admin-key=an-admin-key-of-24-bytes-or-more"]);
+        jwt.auth.jwt_secret = value("JWT_SECRET");
+        assert!(jwt.validate().unwrap_err().to_string().contains("placeholder"));
+
+        let short = parsed(&["--admin-key=twenty-three-bytes-long"]);
+        assert!(short.validate().unwrap_err().to_string().contains("at least 24 bytes"));
+        assert!(parsed(&["--admin-key=twenty-four-bytes-long!!"]).validate().is_ok());
+        assert!(parsed(&[]).validate().is_ok(), "no admin key: the admin routes stay closed");
+    }
+
+    #[test]
+    fn an_id_block_a_day_cannot_hold_is_refused() {
+        // 86,400 blocks of 100,000 a day from one instance alone is more
+        // than the 2^32 ids a day holds: orders answered 500 from mid-day.
+        assert!(parsed(&["--order-id-block=100000"]).validate().is_err());
+        let largest = limits::IDS_PER_DAY / 2 / (86_400 * limits::MAX_INSTANCES);
+        assert!(parsed(&[&format!("--order-id-block={largest}")]).validate().is_ok());
+        assert!(parsed(&[&format!("--order-id-block={}", largest + 1)]).validate().is_err());
+        assert!(largest * 86_400 * limits::MAX_INSTANCES <= limits::IDS_PER_DAY / 2);
     }
 
     #[test]

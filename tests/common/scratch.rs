@@ -12,7 +12,7 @@ use hmdp::{
 use redis::AsyncCommands;
 
 pub const JWT_SECRET: &str = "test-secret-0123456789abcdef";
-pub const ADMIN_KEY: &str = "test-admin-key";
+pub const ADMIN_KEY: &str = "test-admin-key-0123456789abcdef";
 
 /// The server part of DATABASE_URL (a scheme, credentials, host and port,
 /// then `/<database>`); each test appends its own database.
