@@ -80,6 +80,44 @@ pub struct ServerSettings {
     /// Admin routes answer 403 to everyone while this is unset.
     #[arg(long, env = "ADMIN_KEY", hide_env_values = true)]
     pub admin_key: Option<String>,
+
+    /// Peers whose `X-Real-IP` is believed (comma-separated addresses or
+    /// CIDR blocks): nginx in front. From anyone else the header is a
+    /// client's claim, and per-address limits count the peer instead.
+    #[arg(long, env = "TRUSTED_PROXIES", default_value = "127.0.0.0/8,::1/128")]
+    pub trusted_proxies: TrustedProxies,
+}
+
+/// The peers allowed to say who the client is (`TRUSTED_PROXIES`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TrustedProxies(Vec<ipnet::IpNet>);
+
+impl TrustedProxies {
+    pub fn trusts(&self, peer: std::net::IpAddr) -> bool {
+        let peer = match peer {
+            std::net::IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(peer, std::net::IpAddr::V4),
+            v4 => v4,
+        };
+        self.0.iter().any(|net| net.contains(&peer))
+    }
+}
+
+impl std::str::FromStr for TrustedProxies {
+    type Err = String;
+
+    /// `10.0.0.0/8,192.168.1.7,::1`: a bare address is a block of one.
+    fn from_str(list: &str) -> Result<Self, Self::Err> {
+        list.split(',')
+            .map(str::trim)
+            .filter(|item| !item.is_empty())
+            .map(|item| {
+                item.parse::<ipnet::IpNet>()
+                    .or_else(|_| item.parse::<std::net::IpAddr>().map(ipnet::IpNet::from))
+                    .map_err(|_| format!("TRUSTED_PROXIES: {item:?} is neither an address nor a CIDR block"))
+            })
+            .collect::<Result<_, _>>()
+            .map(Self)
+    }
 }
 
 /// Login: the token secret and the codes.
@@ -264,6 +302,7 @@ impl std::fmt::Debug for ServerSettings {
             .field("bind_addr", &self.bind_addr)
             .field("instance_id", &self.instance_id)
             .field("admin_key", &redacted(self.admin_key.is_some()))
+            .field("trusted_proxies", &self.trusted_proxies)
             .finish()
     }
 }
@@ -351,7 +390,12 @@ impl ServerSettings {
 
 impl Default for ServerSettings {
     fn default() -> Self {
-        Self { bind_addr: DEFAULT_BIND_ADDR.into(), instance_id: None, admin_key: None }
+        Self {
+            bind_addr: DEFAULT_BIND_ADDR.into(),
+            instance_id: None,
+            admin_key: None,
+            trusted_proxies: "127.0.0.0/8,::1/128".parse().expect("the default parses"),
+        }
     }
 }
 

@@ -15,7 +15,7 @@ use sqlx::MySqlPool;
 
 use crate::{
     auth::Auth,
-    config::Config,
+    config::{Config, TrustedProxies},
     connect::ReadReplica,
     http::ratelimit::{LocalUserLimiter, RateLimiter},
     seckill::Seckill,
@@ -36,6 +36,13 @@ pub struct AppState {
     pub order_limit: LocalUserLimiter,
     /// Renders what the process-wide `metrics` recorder has counted.
     pub metrics: PrometheusHandle,
+}
+
+/// Per-address limits ask who may speak for the client; it is a setting.
+impl FromRef<AppState> for TrustedProxies {
+    fn from_ref(state: &AppState) -> Self {
+        state.config.server.trusted_proxies.clone()
+    }
 }
 
 impl AppState {

@@ -281,6 +281,30 @@ async fn codes_per_client_address_are_limited_per_hour() {
 }
 
 #[tokio::test]
+async fn x_real_ip_from_a_peer_that_is_no_trusted_proxy_does_not_make_a_new_client() {
+    // The test client connects from 127.0.0.1, which this instance does not
+    // trust: it is a client sending its own X-Real-IP, as straight to an
+    // instance. 40 requests with 40 addresses were all answered 200 under a
+    // limit of 3 per address before; the peer is what counts now.
+    let app = TestApp::spawn_with(|c| {
+        c.limits.sms_codes_per_addr_hour = 3;
+        c.server.trusted_proxies = "10.255.255.1".parse().unwrap();
+    })
+    .await;
+    let sends = (0..10u32).map(|i| {
+        app.client
+            .post(app.url(&format!("/user/code?phone={}", phone(60 + i))))
+            .header("x-real-ip", format!("10.1.2.{i}"))
+            .send()
+    });
+    let statuses: Vec<StatusCode> =
+        futures::future::join_all(sends).await.into_iter().map(|r| r.unwrap().status()).collect();
+    let granted = statuses.iter().filter(|s| **s == StatusCode::OK).count();
+    let limited = statuses.iter().filter(|s| **s == StatusCode::TOO_MANY_REQUESTS).count();
+    assert_eq!((granted, limited), (3, 7), "{statuses:?}");
+}
+
+#[tokio::test]
 async fn wrong_codes_per_phone_are_limited_per_day_even_across_new_codes() {
     let app = TestApp::spawn_with(|c| c.limits.login_failures_per_phone_day = 3).await;
     let target = phone(50);

@@ -30,6 +30,7 @@ pub use token::{Claims, TokenKeys};
 use phone::{InvalidPhone, validate_phone};
 
 use crate::{
+    config::TrustedProxies,
     http::ratelimit::RateLimiter,
     http::{
         ApiError, ApiResult, Reply,
@@ -63,6 +64,7 @@ where
     Auth: FromRef<S>,
     RateLimiter: FromRef<S>,
     MySqlPool: FromRef<S>,
+    TrustedProxies: FromRef<S>,
 {
     Router::new().route("/user/code", post(send_code)).route("/user/login", post(login))
 }

@@ -57,6 +57,7 @@ pub fn test_config() -> (Config, String, String) {
             bind_addr: "127.0.0.1:0".into(),
             instance_id: None,
             admin_key: Some(ADMIN_KEY.into()),
+            trusted_proxies: "127.0.0.0/8,::1/128".parse().unwrap(),
         },
         auth: AuthSettings { jwt_secret: JWT_SECRET.into(), log_sms_codes: false },
         // Generous: the limit tests set their own.
