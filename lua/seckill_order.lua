@@ -3,8 +3,8 @@
 -- stream, KEYS[5] pending hash; all share the voucher's hash tag.
 -- ARGV[1] user id, ARGV[2] order id, ARGV[3] voucher id.
 -- Returns 0 accepted, 1 not loaded, 2 not started, 3 ended, 4 already
--- bought, 5 sold out.
-local window = redis.call('HMGET', KEYS[2], 'begin', 'end')
+-- bought, 5 sold out, 6 off the shelf.
+local window = redis.call('HMGET', KEYS[2], 'begin', 'end', 'shelf')
 local stock = tonumber(redis.call('GET', KEYS[1]))
 -- Never tonumber(nil) arithmetic: a voucher whose keys are missing (never
 -- loaded, evicted, Redis restarted empty) is reported, and rebuilt by the
@@ -15,6 +15,8 @@ end
 -- One clock for every instance: Redis's.
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+-- The voucher's tb_voucher.status, kept by the load and by the admin route.
+if window[3] and window[3] ~= '1' then return 6 end
 if now < tonumber(window[1]) then return 2 end
 if now >= tonumber(window[2]) then return 3 end
 if redis.call('SISMEMBER', KEYS[3], ARGV[1]) == 1 then return 4 end

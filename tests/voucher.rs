@@ -3,6 +3,7 @@
 mod common;
 
 use common::{ADMIN_KEY, TestApp, expect_error, expect_ok, seckill_body};
+use hmdp::config::SeckillMode;
 use reqwest::StatusCode;
 use serde_json::json;
 
@@ -144,4 +145,83 @@ async fn times_that_mariadb_cannot_store_are_a_400_not_a_500() {
     // The edges themselves are fine.
     let body = seckill_body(5, "1000-01-01T00:00:00+00:00", "9999-12-31T23:59:59+00:00");
     expect_ok(app.post_json("/voucher/seckill", Some(ADMIN_KEY), &body).await).await;
+}
+
+async fn set_shelf(app: &TestApp, voucher: u64, status: serde_json::Value, key: Option<&str>) -> reqwest::Response {
+    let mut req = app.client.put(app.url(&format!("/voucher/{voucher}/status"))).json(&json!({ "status": status }));
+    if let Some(key) = key {
+        req = req.header("x-admin-key", key);
+    }
+    req.send().await.unwrap()
+}
+
+async fn listed(app: &TestApp, voucher: u64) -> bool {
+    let list = expect_ok(app.get("/voucher/list/1", None).await).await;
+    list["data"].as_array().unwrap().iter().any(|v| v["id"].as_u64() == Some(voucher))
+}
+
+/// Off the shelf stops the sale, on again resumes it; the units sold before
+/// stay sold.
+async fn off_the_shelf_stops_the_sale(mode: SeckillMode) {
+    let app = TestApp::spawn_with(|c| c.seckill.mode = mode).await;
+    let voucher = app.open_seckill(5).await;
+    let users = app.seed_users(3).await;
+    expect_ok(app.order(voucher, &users[0].1).await).await;
+
+    expect_ok(set_shelf(&app, voucher, json!(2), Some(ADMIN_KEY)).await).await;
+    assert!(!listed(&app, voucher).await);
+    expect_error(app.order(voucher, &users[1].1).await, StatusCode::NOT_FOUND, "NOT_FOUND").await;
+    // The same status again changes nothing.
+    expect_ok(set_shelf(&app, voucher, json!(2), Some(ADMIN_KEY)).await).await;
+    expect_error(app.order(voucher, &users[2].1).await, StatusCode::NOT_FOUND, "NOT_FOUND").await;
+
+    expect_ok(set_shelf(&app, voucher, json!(1), Some(ADMIN_KEY)).await).await;
+    assert!(listed(&app, voucher).await);
+    expect_ok(app.order(voucher, &users[1].1).await).await;
+}
+
+#[tokio::test]
+async fn an_off_shelf_voucher_does_not_sell_until_it_is_back_on_the_shelf_sync() {
+    off_the_shelf_stops_the_sale(SeckillMode::Sync).await;
+}
+
+#[tokio::test]
+async fn an_off_shelf_voucher_does_not_sell_until_it_is_back_on_the_shelf_async() {
+    off_the_shelf_stops_the_sale(SeckillMode::Async).await;
+}
+
+/// Seen: a seckill voucher created with `"status": 2` was not listed, yet
+/// sold (only its sale row was read).
+#[tokio::test]
+async fn a_seckill_voucher_created_off_the_shelf_does_not_sell_in_either_mode() {
+    for mode in [SeckillMode::Sync, SeckillMode::Async] {
+        let app = TestApp::spawn_with(|c| c.seckill.mode = mode).await;
+        let now = chrono::Utc::now();
+        let mut body = seckill_body(
+            5,
+            &(now - chrono::Duration::minutes(1)).to_rfc3339(),
+            &(now + chrono::Duration::hours(1)).to_rfc3339(),
+        );
+        body["status"] = json!(2);
+        let created = expect_ok(app.post_json("/voucher/seckill", Some(ADMIN_KEY), &body).await).await;
+        let voucher = created["data"].as_u64().unwrap();
+        let users = app.seed_users(1).await;
+        expect_error(app.order(voucher, &users[0].1).await, StatusCode::NOT_FOUND, "NOT_FOUND").await;
+        let rows: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM tb_voucher_order").fetch_one(&app.db).await.unwrap();
+        assert_eq!(rows, 0, "{mode:?}");
+    }
+}
+
+#[tokio::test]
+async fn the_shelf_route_answers_bad_input_in_the_envelope() {
+    let app = TestApp::spawn().await;
+    let voucher = app.open_seckill(1).await;
+    expect_error(set_shelf(&app, voucher, json!(2), None).await, StatusCode::FORBIDDEN, "FORBIDDEN").await;
+    expect_error(set_shelf(&app, voucher, json!(3), Some(ADMIN_KEY)).await, StatusCode::BAD_REQUEST, "VALIDATION")
+        .await;
+    expect_error(set_shelf(&app, voucher, json!("off"), Some(ADMIN_KEY)).await, StatusCode::BAD_REQUEST, "VALIDATION")
+        .await;
+    expect_error(set_shelf(&app, voucher + 1000, json!(2), Some(ADMIN_KEY)).await, StatusCode::NOT_FOUND, "NOT_FOUND")
+        .await;
+    assert!(listed(&app, voucher).await, "nothing changed");
 }

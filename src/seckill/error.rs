@@ -19,6 +19,9 @@ pub enum SeckillError {
     Ended,
     #[error("sold out")]
     SoldOut,
+    /// The voucher was taken off the shelf (`tb_voucher.status` not 1).
+    #[error("the voucher is off the shelf")]
+    OffShelf,
     /// With the id of the order the user holds, when it is known.
     #[error("you already hold an order for this voucher")]
     DuplicateOrder(Option<i64>),

@@ -27,6 +27,7 @@ impl From<SeckillError> for ApiError {
             SeckillError::NotStarted => Self::NotStarted,
             SeckillError::Ended => Self::Ended,
             SeckillError::SoldOut => Self::SoldOut,
+            SeckillError::OffShelf => Self::NotFound("the voucher is off the shelf"),
             SeckillError::DuplicateOrder(held) => Self::DuplicateOrder(held),
             SeckillError::InProgress => Self::TooManyRequests("another order of yours is in progress"),
             SeckillError::Unavailable(cause) => Self::Unavailable(cause),

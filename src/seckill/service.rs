@@ -183,6 +183,18 @@ impl Seckill {
         }
     }
 
+    /// A voucher went on or off the shelf (its `tb_voucher.status` is
+    /// committed). The synchronous orders read the status in their
+    /// transaction; the asynchronous ones in Redis, which learns it here.
+    pub(crate) async fn shelf_changed(&self, voucher_id: u64, status: i64) -> SeckillResult<()> {
+        match &self.0.mode {
+            Mode::Sync(_) => Ok(()),
+            Mode::Async { .. } => {
+                asynchronous::shelf_changed(&mut self.0.redis.clone(), &self.0.keys, voucher_id, status).await
+            }
+        }
+    }
+
     /// The order if it exists and belongs to `user_id`, in whichever state.
     /// The buyer polls this right after ordering: a replica that does not
     /// have the row yet is followed by the primary, so an order the buyer

@@ -26,13 +26,19 @@ macro_rules! order_columns {
     };
 }
 
-/// A seckill voucher's row: the stock MariaDB has and the sale window (UTC).
+/// A seckill voucher's row: the stock MariaDB has and the sale window
+/// (UTC), and whether its voucher is on the shelf.
 #[derive(Debug, Clone, Copy, sqlx::FromRow)]
 pub(super) struct SaleRow {
     pub stock: i32,
     pub begin_time: NaiveDateTime,
     pub end_time: NaiveDateTime,
+    /// `tb_voucher.status`: 1 on the shelf; anything else does not sell.
+    pub shelf: Option<i64>,
 }
+
+/// `tb_voucher.status` of a voucher that sells.
+const ON_SHELF: i64 = 1;
 
 /// An order row to insert. Without `create_time` the column's default
 /// (MariaDB's clock) stamps it; the asynchronous consumer passes the time
@@ -82,10 +88,28 @@ where
 
 /// The voucher's sale row, or `None` for a voucher that is not a seckill one.
 pub(super) async fn sale<'e>(db: impl MySqlExecutor<'e>, voucher_id: u64) -> sqlx::Result<Option<SaleRow>> {
-    sqlx::query_as("SELECT stock, begin_time, end_time FROM tb_seckill_voucher WHERE voucher_id = ?")
-        .bind(voucher_id)
-        .fetch_optional(db)
-        .await
+    sqlx::query_as(
+        "SELECT sv.stock, sv.begin_time, sv.end_time, CAST(v.status AS SIGNED) AS shelf
+         FROM tb_seckill_voucher sv LEFT JOIN tb_voucher v ON v.id = sv.voucher_id
+         WHERE sv.voucher_id = ?",
+    )
+    .bind(voucher_id)
+    .fetch_optional(db)
+    .await
+}
+
+/// Whether the voucher is on the shelf, read under a shared lock taken
+/// first in the order's transaction: an admin taking it off the shelf waits
+/// for the orders that read it on, and every order after sees it off. (The
+/// shared lock before the stock row's exclusive one, in every order
+/// transaction, so the admin's update can deadlock with none.)
+pub(super) async fn on_shelf<'e>(db: impl MySqlExecutor<'e>, voucher_id: u64) -> sqlx::Result<bool> {
+    let status: Option<i64> =
+        sqlx::query_scalar("SELECT CAST(status AS SIGNED) FROM tb_voucher WHERE id = ? LOCK IN SHARE MODE")
+            .bind(voucher_id)
+            .fetch_optional(db)
+            .await?;
+    Ok(status == Some(ON_SHELF))
 }
 
 /// Takes the voucher's row lock and reads its stock: every check made

@@ -1,5 +1,6 @@
-//! Vouchers: admins create them (ordinary or seckill), anyone lists a
-//! shop's vouchers on shelf with their seckill fields.
+//! Vouchers: admins create them (ordinary or seckill) and put them on or
+//! off the shelf, anyone lists a shop's vouchers on shelf with their
+//! seckill fields.
 
 mod admin;
 mod model;
@@ -9,7 +10,7 @@ use std::sync::Arc;
 use axum::{
     Router,
     extract::{FromRef, State},
-    routing::{get, post},
+    routing::{get, post, put},
 };
 use sqlx::MySqlPool;
 
@@ -21,7 +22,7 @@ use crate::{
     connect::ReadReplica,
     http::{
         ApiError, ApiResult, Reply,
-        envelope::{Failure, Success},
+        envelope::{Done, Failure, Success},
         extract::{Json, Path},
         failures::{BadPath, Forbidden, Unavailable},
     },
@@ -46,6 +47,52 @@ where
         .route("/voucher", post(create_voucher))
         .route("/voucher/seckill", post(create_seckill_voucher))
         .route("/voucher/list/{shop_id}", get(list_for_shop))
+        .route("/voucher/{voucher_id}/status", put(set_status))
+}
+
+#[derive(Debug, serde::Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct StatusForm {
+    /// 1 on the shelf (sells), 2 off the shelf (does not sell, not listed).
+    status: u8,
+}
+
+/// On or off the shelf. An off-shelf voucher is not listed and does not
+/// sell, in either mode: a synchronous order reads the status in its own
+/// transaction (so one that began before this update may still commit; none
+/// after it does), an asynchronous one in Redis, updated here once MariaDB
+/// has it. Idempotent: the same status again changes nothing.
+#[utoipa::path(put, path = "/voucher/{voucher_id}/status", tag = "voucher", security(("adminKey" = [])),
+    params(("voucher_id" = u64, Path, description = "the voucher")), request_body = StatusForm,
+    responses(
+        (status = 200, description = "the status is set", body = Done),
+        (status = 400, description = "VALIDATION: status is not 1 or 2", body = Failure),
+        (status = 404, description = "NOT_FOUND: no such voucher", body = Failure),
+        BadPath, Forbidden, Unavailable,
+    ))]
+pub(crate) async fn set_status(
+    State(db): State<MySqlPool>,
+    State(sales): State<Seckill>,
+    _admin: Admin,
+    Path(voucher_id): Path<u64>,
+    Json(form): Json<StatusForm>,
+) -> ApiResult<Reply<()>> {
+    if !matches!(form.status, 1 | 2) {
+        return Err(ApiError::validation("status must be 1 (on the shelf) or 2 (off the shelf)"));
+    }
+    let exists: Option<u64> =
+        sqlx::query_scalar("SELECT id FROM tb_voucher WHERE id = ?").bind(voucher_id).fetch_optional(&db).await?;
+    if exists.is_none() {
+        return Err(ApiError::NotFound("no such voucher"));
+    }
+    sqlx::query("UPDATE tb_voucher SET status = ? WHERE id = ?")
+        .bind(form.status)
+        .bind(voucher_id)
+        .execute(&db)
+        .await?;
+    tracing::info!(voucher_id, status = form.status, "voucher shelf status set");
+    sales.shelf_changed(voucher_id, i64::from(form.status)).await?;
+    Ok(Reply::done())
 }
 
 #[utoipa::path(post, path = "/voucher", tag = "voucher", security(("adminKey" = [])), request_body = VoucherForm,

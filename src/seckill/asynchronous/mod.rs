@@ -178,6 +178,7 @@ impl AsyncOrders {
                     return Err(SeckillError::DuplicateOrder(held));
                 }
                 5 => return Err(SeckillError::SoldOut),
+                6 => return Err(SeckillError::OffShelf),
                 other => {
                     return Err(SeckillError::internal(anyhow::anyhow!(
                         "the order script answered {other} for voucher {voucher_id}"
@@ -298,6 +299,7 @@ impl AsyncOrders {
         let mut tx = self.db.begin().await?;
         let sale = store::sale(&mut *tx, voucher_id).await?.ok_or(SeckillError::NoSuchVoucher)?;
         let (db_stock, begin, end) = (sale.stock, sale.begin_time, sale.end_time);
+        let shelf = sale.shelf.unwrap_or(0);
         let rows = store::orders_of_voucher(&mut *tx, voucher_id).await?;
         tx.commit().await?;
 
@@ -330,6 +332,7 @@ impl AsyncOrders {
             .arg(stock)
             .arg(begin.and_utc().timestamp_millis())
             .arg(end.and_utc().timestamp_millis())
+            .arg(shelf)
             .invoke_async(redis)
             .await?;
         redis.sadd::<_, _, ()>(keys.seckill_active(), voucher_id).await?;
@@ -338,6 +341,17 @@ impl AsyncOrders {
         }
         Ok(())
     }
+}
+
+/// A voucher's shelf status, where the order script reads it. A voucher
+/// not loaded yet is left alone: its load reads the status from MariaDB,
+/// which has it already.
+pub(super) async fn shelf_changed(redis: &mut Redis, keys: &Keys, voucher_id: u64, status: i64) -> SeckillResult<()> {
+    let window = keys.seckill(voucher_id).window;
+    if redis.exists::<_, bool>(&window).await? {
+        redis.hset::<_, _, _, ()>(&window, "shelf", status).await?;
+    }
+    Ok(())
 }
 
 /// Per active voucher: the stream's length, entries delivered but not yet

@@ -225,7 +225,8 @@ async fn commit_group(committer: &GroupCommitter, gate: &Gate, voucher_id: u64, 
         };
         let outcome = match prepared {
             None => Ok(GroupOutcome::LockLost),
-            Some(Ok(prepared)) => prepared.commit(&group_taken).await,
+            Some(Ok(None)) => Ok(GroupOutcome::OffShelf),
+            Some(Ok(Some(prepared))) => prepared.commit(&group_taken).await,
             Some(Err(err)) => Err(err),
         };
         match outcome {
@@ -245,6 +246,10 @@ async fn commit_group(committer: &GroupCommitter, gate: &Gate, voucher_id: u64, 
                     };
                     let _ = member.reply.send(answer);
                 }
+                return;
+            }
+            Ok(GroupOutcome::OffShelf) => {
+                answer_all(group_taken, || SeckillError::OffShelf);
                 return;
             }
             // A lock went before the commit: nothing was committed; again
@@ -315,6 +320,7 @@ enum GroupOutcome {
         stock_left: i64,
     },
     LockLost,
+    OffShelf,
 }
 
 /// The statements ran; the transaction waits for its commit.
@@ -362,9 +368,14 @@ impl From<sqlx::Error> for GroupError {
     }
 }
 
-async fn prepare_group(db: &MySqlPool, voucher_id: u64, group: &[Member]) -> Result<Prepared, GroupError> {
+/// The group's statements, up to its commit; `None` when the voucher is off
+/// the shelf (nothing to commit).
+async fn prepare_group(db: &MySqlPool, voucher_id: u64, group: &[Member]) -> Result<Option<Prepared>, GroupError> {
     let mut tx = db.begin().await?;
-    // The row lock first: every check below holds until the commit.
+    if !store::on_shelf(&mut *tx, voucher_id).await? {
+        return Ok(None);
+    }
+    // The row lock next: every check below holds until the commit.
     let stock = store::lock_stock(&mut *tx, voucher_id).await?.ok_or(sqlx::Error::RowNotFound)?;
     let users: Vec<u64> = group.iter().map(|m| m.user_id).collect();
     let holding = store::held_orders(&mut *tx, voucher_id, &users).await?;
@@ -401,7 +412,7 @@ async fn prepare_group(db: &MySqlPool, voucher_id: u64, group: &[Member]) -> Res
             });
         }
     }
-    Ok(Prepared { tx, winners, duplicates, stock_left: i64::from(stock) - take as i64 })
+    Ok(Some(Prepared { tx, winners, duplicates, stock_left: i64::from(stock) - take as i64 }))
 }
 
 /// The design card's transaction for one member of a refused group.

@@ -34,6 +34,7 @@ pub(super) async fn commit_reservation(
             gate.mark_sold_out();
             return Err(SeckillError::SoldOut);
         }
+        Reservation::OffShelf => return Err(SeckillError::OffShelf),
     };
     if lost.is_cancelled() {
         drop(tx);
@@ -90,6 +91,7 @@ pub(super) enum Reservation {
     /// The id of the order the user holds, when it is known.
     AlreadyOrdered(Option<i64>),
     SoldOut,
+    OffShelf,
 }
 
 /// The design card's transaction, up to its commit.
@@ -100,6 +102,9 @@ pub(super) async fn reserve(
     order_id: i64,
 ) -> SeckillResult<Reservation> {
     let mut tx = db.begin().await?;
+    if !store::on_shelf(&mut *tx, voucher_id).await? {
+        return Ok(Reservation::OffShelf);
+    }
     if let Some(held) = store::held_order(&mut *tx, user_id, voucher_id).await? {
         return Ok(Reservation::AlreadyOrdered(Some(held)));
     }
