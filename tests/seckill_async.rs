@@ -389,3 +389,44 @@ async fn by_default_an_order_waits_only_for_replicas_that_exist_and_is_answered_
     let counts = tally(&app.order_all(voucher, &tokens).await);
     assert_eq!(counts.get("OK"), Some(&2), "{counts:?}");
 }
+
+#[tokio::test]
+async fn an_accepted_order_whose_id_another_order_holds_is_dead_lettered_not_taken_for_persisted() {
+    // A sequence that went backwards handed user B the id of user A's
+    // order. The consumer used to find "a row with that id" and acknowledge
+    // B's order as persisted: B lost it, and its unit with it.
+    let app = async_app().await;
+    let voucher = app.open_seckill(3).await;
+    let users = app.seed_users(2).await;
+    let (a, (b, b_token)) = (&users[0], (users[1].0, &users[1].1));
+    let placed = expect_ok(app.order(voucher, &a.1).await).await;
+    let taken_id = placed["data"].as_str().unwrap().to_owned();
+    drained(&app, voucher, Duration::from_secs(10)).await;
+
+    // What the order script does when it accepts an order, for B under A's id.
+    let sk = app.keys.seckill(voucher);
+    let now = chrono::Utc::now().timestamp_millis().to_string();
+    redis::pipe()
+        .decr(&sk.stock, 1)
+        .sadd(&sk.buyers, b)
+        .hset(&sk.pending, &taken_id, format!("{b}:{now}"))
+        .xadd(
+            &sk.orders,
+            "*",
+            &[
+                ("id", taken_id.as_str()),
+                ("userId", &b.to_string()),
+                ("voucherId", &voucher.to_string()),
+                ("ts", now.as_str()),
+            ],
+        )
+        .exec_async(&mut app.redis.clone())
+        .await
+        .unwrap();
+
+    let report = drained(&app, voucher, Duration::from_secs(20)).await;
+    assert!(report.agrees(), "B's unit is back in Redis: {}", report.render());
+    assert_eq!(state_of(&app, &taken_id, b_token).await, "FAILED", "B is told the order failed");
+    assert_eq!(state_of(&app, &taken_id, &a.1).await, "CONFIRMED", "A's order is untouched");
+    assert_eq!(app.orders_of(voucher).await, (1, 1));
+}

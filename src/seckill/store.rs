@@ -7,7 +7,7 @@
 //! Functions take any executor: a pool for a lone read, `&mut *tx` inside
 //! a transaction.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 use chrono::NaiveDateTime;
 use sqlx::{FromRow, MySql, MySqlExecutor, QueryBuilder, mysql::MySqlRow};
@@ -185,15 +185,29 @@ pub(super) async fn held_order<'e>(
 }
 
 /// Which of these order ids have their row.
-pub(super) async fn existing_orders<'e>(db: impl MySqlExecutor<'e>, order_ids: &[i64]) -> sqlx::Result<HashSet<i64>> {
+pub(super) async fn existing_orders<'e>(
+    db: impl MySqlExecutor<'e>,
+    order_ids: &[i64],
+) -> sqlx::Result<HashMap<i64, OrderOwner>> {
     if order_ids.is_empty() {
-        return Ok(HashSet::new());
+        return Ok(HashMap::new());
     }
-    let mut query: QueryBuilder<MySql> = QueryBuilder::new("SELECT id FROM tb_voucher_order WHERE id IN ");
+    let mut query: QueryBuilder<MySql> =
+        QueryBuilder::new("SELECT id, user_id, voucher_id FROM tb_voucher_order WHERE id IN ");
     query.push_tuples(order_ids, |mut row, id| {
         row.push_bind(*id);
     });
-    Ok(query.build_query_scalar::<i64>().fetch_all(db).await?.into_iter().collect())
+    let rows: Vec<(i64, u64, u64)> = query.build_query_as().fetch_all(db).await?;
+    Ok(rows.into_iter().map(|(id, user_id, voucher_id)| (id, OrderOwner { user_id, voucher_id })).collect())
+}
+
+/// Whose an order row is. An id found with another owner than the order
+/// that carries it is a collision (a sequence that went backwards), never
+/// "already persisted".
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct OrderOwner {
+    pub user_id: u64,
+    pub voucher_id: u64,
 }
 
 /// Every order of the voucher: (order id, user id).

@@ -30,7 +30,7 @@ use super::{
 };
 use crate::{
     keys::{Keys, SeckillKeys},
-    seckill::store::{self, NewOrder},
+    seckill::store::{self, NewOrder, OrderOwner},
 };
 
 /// How long one XREADGROUP waits for new entries; also how late the
@@ -274,7 +274,29 @@ impl Consumer {
             entries.iter().zip(&failed).filter(|(_, f)| f.is_none()).map(|(e, _)| e).collect();
         let ids: Vec<i64> = candidates.iter().map(|e| e.order_id).collect();
         let persisted = store::existing_orders(&mut *tx, &ids).await?;
-        candidates.retain(|e| !persisted.contains(&e.order_id));
+        // A row under the id with another owner is not this order: a
+        // collision (an id sequence that went backwards). Alarmed and
+        // refused, so the order is dead-lettered and its unit given back,
+        // instead of acknowledged as if it had been persisted.
+        if let Some(clash) = candidates.iter().find(|e| {
+            persisted
+                .get(&e.order_id)
+                .is_some_and(|owner| *owner != OrderOwner { user_id: e.user_id, voucher_id: voucher })
+        }) {
+            metrics::counter!("hmdp_order_id_collisions_total").increment(1);
+            tracing::error!(
+                order_id = clash.order_id,
+                user_id = clash.user_id,
+                voucher,
+                held_by = ?persisted.get(&clash.order_id),
+                "order id collision: another order's row holds this id"
+            );
+            return Err(PersistError::Refused(anyhow::anyhow!(
+                "order id {} is held by another order's row",
+                clash.order_id
+            )));
+        }
+        candidates.retain(|e| !persisted.contains_key(&e.order_id));
         if !candidates.is_empty() {
             let orders: Vec<NewOrder> = candidates
                 .iter()

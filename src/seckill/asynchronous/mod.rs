@@ -167,7 +167,8 @@ impl AsyncOrders {
                 3 => return Err(SeckillError::Ended),
                 4 => {
                     // After a lost answer the order held may be this very one.
-                    if uncertain && self.accepted_before(&keys, order_id).await? {
+                    let owner = store::OrderOwner { user_id, voucher_id };
+                    if uncertain && self.accepted_before(owner, order_id).await? {
                         tracing::info!(order_id, "a lost call had accepted the order; answered as accepted");
                         // Whether a replica has it is not known: said so when it matters.
                         return Ok(PlacedOrder { id: order_id, replicated: self.replica_wait.acks == 0 });
@@ -242,9 +243,10 @@ impl AsyncOrders {
         Ok((verdict, Some(acked)))
     }
 
-    /// Whether `order_id` itself was accepted: pending, persisted, or already
-    /// dead-lettered.
-    async fn accepted_before(&self, keys: &crate::keys::SeckillKeys, order_id: i64) -> SeckillResult<bool> {
+    /// Whether `order_id` itself was accepted: pending, persisted (its row,
+    /// this user's for this voucher), or already dead-lettered.
+    async fn accepted_before(&self, order: store::OrderOwner, order_id: i64) -> SeckillResult<bool> {
+        let keys = self.keys.seckill(order.voucher_id);
         let (pending, failed): (bool, bool) = redis::pipe()
             .hexists(&keys.pending, order_id)
             .hexists(&keys.failed, order_id)
@@ -253,7 +255,7 @@ impl AsyncOrders {
         if pending || failed {
             return Ok(true);
         }
-        Ok(!store::existing_orders(&self.db, &[order_id]).await?.is_empty())
+        Ok(store::existing_orders(&self.db, &[order_id]).await?.get(&order_id) == Some(&order))
     }
 
     /// Puts a voucher that was just created on sale. Nothing in Redis can

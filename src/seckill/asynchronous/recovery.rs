@@ -106,7 +106,8 @@ impl Recovery {
     ) -> Result<(), PersistError> {
         let mut tx = self.db.begin().await?;
         store::lock_stock(&mut *tx, voucher).await?;
-        if !store::existing_orders(&mut *tx, &[entry.order_id]).await?.is_empty() {
+        let mine = store::OrderOwner { user_id: entry.user_id, voucher_id: voucher };
+        if store::existing_orders(&mut *tx, &[entry.order_id]).await?.get(&entry.order_id) == Some(&mine) {
             tx.commit().await?;
             return acknowledge(&self.redis, sk, std::slice::from_ref(entry)).await;
         }

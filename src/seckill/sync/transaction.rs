@@ -74,7 +74,7 @@ const CONFIRM_PAUSE: Duration = Duration::from_millis(200);
 async fn confirm_committed(db: &MySqlPool, order_ids: &[i64]) -> Option<std::collections::HashSet<i64>> {
     for attempt in 1..=CONFIRM_TRIES {
         match store::existing_orders(db, order_ids).await {
-            Ok(found) => return Some(found),
+            Ok(found) => return Some(found.into_keys().collect()),
             Err(err) => tracing::warn!(attempt, error = %err, "looking up orders after a lost commit answer failed"),
         }
         tokio::time::sleep(CONFIRM_PAUSE).await;
