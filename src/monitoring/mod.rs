@@ -86,6 +86,10 @@ fn describe() {
         "hmdp_async_dead_lettered_total",
         "Stream entries moved to the dead-letter stream after too many deliveries"
     );
+    describe_counter!(
+        "hmdp_order_id_collisions_total",
+        "Accepted orders whose id another order's row already holds (an id sequence that went backwards): an alarm"
+    );
 }
 
 pub(crate) fn routes<S>() -> Router<S>
