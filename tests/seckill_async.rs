@@ -430,3 +430,25 @@ async fn an_accepted_order_whose_id_another_order_holds_is_dead_lettered_not_tak
     assert_eq!(state_of(&app, &taken_id, &a.1).await, "CONFIRMED", "A's order is untouched");
     assert_eq!(app.orders_of(voucher).await, (1, 1));
 }
+
+#[tokio::test]
+async fn orders_of_a_loaded_voucher_missing_from_the_active_set_are_persisted_once_reconcile_finds_it() {
+    // A registration lost after the keys were loaded: the script accepts
+    // orders that no consumer reads. Reconciliation registers it again.
+    let app = async_app().await;
+    let voucher = app.open_seckill(3).await;
+    let _: () = app.redis.clone().srem(app.keys.seckill_active(), voucher).await.unwrap();
+    let users = app.seed_users(2).await;
+    for (_, token) in &users {
+        expect_ok(app.order(voucher, token).await).await;
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(app.orders_of(voucher).await, (0, 0), "nobody reads an unregistered voucher's stream");
+
+    let first = reconcile(&app, voucher).await;
+    assert!(first.reregistered, "{}", first.render());
+    let report = drained(&app, voucher, Duration::from_secs(10)).await;
+    assert!(report.agrees(), "{}", report.render());
+    assert!(!report.reregistered, "registered once");
+    assert_eq!(app.orders_of(voucher).await, (2, 2));
+}

@@ -318,6 +318,10 @@ impl AsyncOrders {
         }
         let stock = (i64::from(db_stock) - unpersisted).max(0);
 
+        // Registered before the keys exist: once the order script can accept
+        // an order, a consumer is already reading the voucher's stream (a
+        // lost registration after the load left accepted orders unread).
+        redis.sadd::<_, _, ()>(keys.seckill_active(), voucher_id).await?;
         // The buyers are staged under the same hash tag and renamed into place
         // by the script, so the set appears whole or not at all.
         let staging = format!("{}:staging:{}", sk.buyers, uuid::Uuid::new_v4().simple());
@@ -337,7 +341,6 @@ impl AsyncOrders {
             .arg(shelf)
             .invoke_async(redis)
             .await?;
-        redis.sadd::<_, _, ()>(keys.seckill_active(), voucher_id).await?;
         if loaded == 1 {
             tracing::info!(voucher_id, stock, unpersisted, "seckill keys loaded from MariaDB");
         }

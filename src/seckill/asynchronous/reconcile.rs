@@ -5,6 +5,7 @@
 use std::collections::BTreeSet;
 
 use hmdp_redis::Redis;
+use redis::AsyncCommands;
 use serde::Serialize;
 use sqlx::MySqlPool;
 
@@ -28,6 +29,10 @@ pub struct Reconciliation {
     pub only_in_db: Vec<u64>,
     pub only_in_redis: Vec<u64>,
     pub dead_letters: u64,
+    /// The voucher's keys were loaded but it was missing from
+    /// `seckill:active`, so no consumer read its stream: it was registered
+    /// again by this reconciliation.
+    pub reregistered: bool,
 }
 
 impl Reconciliation {
@@ -48,7 +53,7 @@ impl Reconciliation {
         let show = |v: Option<i64>| v.map_or_else(|| "absent".to_owned(), |n| n.to_string());
         let sample = |ids: &[u64]| ids.iter().take(10).map(u64::to_string).collect::<Vec<_>>().join(",");
         format!(
-            "voucher {}: {}\n  pending orders {}, unacknowledged entries {}, dead letters {}\n  stock   redis {} / mariadb {}\n  buyers  redis {} / mariadb {}\n  users only in mariadb {} [{}], only in redis {} [{}]\n",
+            "voucher {}: {}{}\n  pending orders {}, unacknowledged entries {}, dead letters {}\n  stock   redis {} / mariadb {}\n  buyers  redis {} / mariadb {}\n  users only in mariadb {} [{}], only in redis {} [{}]\n",
             self.voucher_id,
             if self.agrees() {
                 "Redis = MariaDB"
@@ -57,6 +62,7 @@ impl Reconciliation {
             } else {
                 "not drained yet"
             },
+            if self.reregistered { " (was missing from seckill:active: registered again)" } else { "" },
             self.pending_orders,
             self.unacknowledged,
             self.dead_letters,
@@ -73,7 +79,9 @@ impl Reconciliation {
 }
 
 /// Reads both sides of one voucher. The buyers set's marker member `0` is
-/// not a user.
+/// not a user. A voucher whose keys are loaded but which is missing from
+/// `seckill:active` (a registration lost before the load) would never be
+/// persisted: it is registered again here, and said so.
 pub async fn reconcile(
     db: &MySqlPool,
     redis: &mut Redis,
@@ -99,6 +107,10 @@ pub async fn reconcile(
         0
     };
     let loaded = buyers.contains(&0);
+    let reregistered = loaded && redis.sadd::<_, _, u64>(keys.seckill_active(), voucher_id).await? == 1;
+    if reregistered {
+        tracing::warn!(voucher_id, "a loaded voucher was missing from seckill:active; registered again");
+    }
     let redis_buyers: BTreeSet<u64> = buyers.into_iter().filter(|&u| u != 0).collect();
 
     let db_stock = store::sale(db, voucher_id)
@@ -118,5 +130,6 @@ pub async fn reconcile(
         only_in_db: if loaded { db_buyers.difference(&redis_buyers).copied().collect() } else { Vec::new() },
         only_in_redis: redis_buyers.difference(&db_buyers).copied().collect(),
         dead_letters: dead,
+        reregistered,
     })
 }
