@@ -77,6 +77,7 @@ pub(crate) async fn build_state(config: Config) -> anyhow::Result<AppState> {
         None => None,
     };
     let redis = connect_redis(&config.redis).await?;
+    require_redis_7(&mut redis.clone()).await?;
     let keys = Keys::new(&config.redis.key_prefix);
     let locks = LockService::new(
         redis.clone(),
@@ -167,6 +168,15 @@ pub(crate) async fn verify_safety_constraints(db: &MySqlPool) -> anyhow::Result<
         "refusing to serve: the database lacks {} (an existing course database? add them, or start on an empty database)",
         missing.join(" and ")
     );
+    Ok(())
+}
+
+/// The rate limits set their window with `EXPIRE ... NX` and the lock and
+/// the streams use Redis 7 commands: an older Redis would fail them at the
+/// first request, not here.
+async fn require_redis_7(redis: &mut hmdp_redis::Redis) -> anyhow::Result<()> {
+    let (major, minor) = redis.oldest_version().await.context("asking Redis for its version")?;
+    anyhow::ensure!(major >= 7, "Redis {major}.{minor} is too old: hmdp needs Redis 7 or later");
     Ok(())
 }
 

@@ -370,6 +370,20 @@ impl Redis {
         }
     }
 
+    /// The oldest `redis_version` among the masters, as (major, minor).
+    pub async fn oldest_version(&mut self) -> RedisResult<(u32, u32)> {
+        let mut oldest = (u32::MAX, u32::MAX);
+        for master in self.masters().await? {
+            let mut conn = redis::Client::open(master.as_str())?.get_multiplexed_async_connection().await?;
+            let info: String = redis::cmd("INFO").arg("server").query_async(&mut conn).await?;
+            let version = redis_version(&info).ok_or_else(|| {
+                RedisError::from((redis::ErrorKind::UnexpectedReturnType, "INFO server has no redis_version"))
+            })?;
+            oldest = oldest.min(version);
+        }
+        Ok(oldest)
+    }
+
     /// The fewest replicas any master has now: what a `WAIT` for that many
     /// can expect to get.
     pub async fn fewest_replicas(&mut self) -> RedisResult<u32> {
@@ -386,6 +400,13 @@ impl Redis {
         }
         Ok(if fewest == u32::MAX { 0 } else { fewest })
     }
+}
+
+/// `redis_version:7.0.15` in an `INFO server` reply, as (7, 0).
+fn redis_version(info: &str) -> Option<(u32, u32)> {
+    let version = info.lines().find_map(|l| l.strip_prefix("redis_version:"))?.trim();
+    let mut parts = version.split('.').map(|p| p.parse::<u32>().ok());
+    Some((parts.next()??, parts.next()??))
 }
 
 /// `CLUSTER NODES` lines: `<id> <ip:port@bus[,hostname]> <flags> ...`;
@@ -492,6 +513,13 @@ mod tests {
     fn a_described_endpoint_shows_no_password() {
         let endpoint = Endpoint::Single("redis://:secret@127.0.0.1:6379".into());
         assert_eq!(endpoint.describe(), "redis://127.0.0.1:6379");
+    }
+
+    #[test]
+    fn the_version_is_read_from_info_server() {
+        assert_eq!(redis_version("# Server\r\nredis_version:7.0.15\r\nredis_mode:cluster\r\n"), Some((7, 0)));
+        assert_eq!(redis_version("redis_version:6.2.14\n"), Some((6, 2)));
+        assert_eq!(redis_version("redis_mode:standalone\n"), None);
     }
 
     #[test]
