@@ -452,3 +452,40 @@ async fn orders_of_a_loaded_voucher_missing_from_the_active_set_are_persisted_on
     assert!(!report.reregistered, "registered once");
     assert_eq!(app.orders_of(voucher).await, (2, 2));
 }
+
+#[tokio::test]
+async fn an_order_whose_lost_call_runs_after_its_deadline_is_answered_accepted_not_unavailable() {
+    // The request's deadline (2.5 s) passes while Redis is stalled (5 s):
+    // the first call's answer is lost at 2 s, the retry's at 4.1 s, past
+    // the deadline; then the first call is run, and accepts the order. The
+    // answer used to be 503 "unavailable" for an order that exists.
+    let proxy = common::proxy::Proxy::to_redis().await;
+    let app = TestApp::spawn_with(|c| {
+        c.seckill.mode = SeckillMode::Async;
+        c.seckill.request_deadline_ms = 2_500;
+        c.redis.url = proxy.redis_url();
+        c.redis.cluster_nodes = None;
+    })
+    .await;
+    let voucher = app.open_seckill(5).await;
+    let (user_id, token) = app.seed_users(1).await.remove(0);
+    proxy.stall_on(b"EVALSHA", Duration::from_secs(5));
+    let started = std::time::Instant::now();
+    let placed = expect_ok(app.order(voucher, &token).await).await;
+    assert!(proxy.stall_fired(), "Redis stalled at the order script");
+    assert!(
+        started.elapsed() >= Duration::from_secs(5),
+        "answered in {:?}, before Redis ran the call",
+        started.elapsed()
+    );
+    let order_id: i64 = placed["data"].as_str().unwrap().parse().unwrap();
+
+    let report = drained(&app, voucher, Duration::from_secs(15)).await;
+    assert!(report.agrees(), "{}", report.render());
+    let row: Option<u64> = sqlx::query_scalar("SELECT user_id FROM tb_voucher_order WHERE id = ?")
+        .bind(order_id)
+        .fetch_optional(&app.db)
+        .await
+        .unwrap();
+    assert_eq!(row, Some(user_id), "the answer names the order that exists");
+}

@@ -48,6 +48,11 @@ const STAGE_CHUNK: usize = 5_000;
 /// Between two tries of the order script after a lost answer.
 const RETRY_PAUSE: Duration = Duration::from_millis(100);
 
+/// Past the deadline, how long a lost call's order is still looked for
+/// before the answer says "unknown": within nginx's 30 s with the largest
+/// deadline (25 s) and a Redis response timeout (2 s).
+const LAST_LOOK: Duration = Duration::from_secs(3);
+
 /// Replicas an accepted order waits for before it is answered as safe.
 ///
 /// `WAIT` blocks the connection it is sent on: every command queued behind
@@ -130,11 +135,23 @@ impl AsyncOrders {
             // buyers set sees to it), and the answer comes from what Redis holds.
             let (verdict, acked) = match called {
                 Ok(answer) => answer,
-                Err(err) if redis_unreachable(&err) && tokio::time::Instant::now() < deadline => {
-                    tracing::warn!(order_id, error = %err, "the order script's answer was lost; asking again");
+                Err(err) if redis_unreachable(&err) => {
                     uncertain = true;
-                    tokio::time::sleep(RETRY_PAUSE).await;
-                    continue;
+                    if tokio::time::Instant::now() < deadline {
+                        tracing::warn!(order_id, error = %err, "the order script's answer was lost; asking again");
+                        tokio::time::sleep(RETRY_PAUSE).await;
+                        continue;
+                    }
+                    // Out of time, but a lost call may have run meanwhile:
+                    // "unavailable" would be a lie about an order that exists.
+                    let owner = store::OrderOwner { user_id, voucher_id };
+                    return match self.accepted_after_all(owner, order_id).await {
+                        Some(true) => Ok(self.accepted_on_a_lost_call(order_id)),
+                        Some(false) => Err(err.into()),
+                        None => Err(SeckillError::Unavailable(anyhow::anyhow!(
+                            "order {order_id}: Redis did not answer; whether it was accepted is unknown (GET /voucher-order/{order_id} tells)"
+                        ))),
+                    };
                 }
                 Err(err) => return Err(err.into()),
             };
@@ -169,9 +186,7 @@ impl AsyncOrders {
                     // After a lost answer the order held may be this very one.
                     let owner = store::OrderOwner { user_id, voucher_id };
                     if uncertain && self.accepted_before(owner, order_id).await? {
-                        tracing::info!(order_id, "a lost call had accepted the order; answered as accepted");
-                        // Whether a replica has it is not known: said so when it matters.
-                        return Ok(PlacedOrder { id: order_id, replicated: self.replica_wait.acks == 0 });
+                        return Ok(self.accepted_on_a_lost_call(order_id));
                     }
                     // The id when the order already has its row; a pending one's
                     // is not looked for (it is in no index by user).
@@ -241,6 +256,28 @@ impl AsyncOrders {
             }
         };
         Ok((verdict, Some(acked)))
+    }
+
+    fn accepted_on_a_lost_call(&self, order_id: i64) -> PlacedOrder {
+        tracing::info!(order_id, "a lost call had accepted the order; answered as accepted");
+        // Whether a replica has it is not known: said so when it matters.
+        PlacedOrder { id: order_id, replicated: self.replica_wait.acks == 0 }
+    }
+
+    /// `accepted_before`, asked until Redis answers or `LAST_LOOK` has
+    /// passed (`None`: still unknown).
+    async fn accepted_after_all(&self, owner: store::OrderOwner, order_id: i64) -> Option<bool> {
+        let until = tokio::time::Instant::now() + LAST_LOOK;
+        loop {
+            match self.accepted_before(owner, order_id).await {
+                Ok(accepted) => return Some(accepted),
+                Err(err) if tokio::time::Instant::now() < until => {
+                    tracing::warn!(order_id, error = %err, "looking for a lost call's order failed; again");
+                    tokio::time::sleep(RETRY_PAUSE).await;
+                }
+                Err(_) => return None,
+            }
+        }
     }
 
     /// Whether `order_id` itself was accepted: pending, persisted (its row,
