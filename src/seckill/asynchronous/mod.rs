@@ -122,13 +122,13 @@ impl AsyncOrders {
         }
         let order_id = self.order_ids.next().await?;
         let keys = self.keys.seckill(voucher_id);
-        let mut redis = self.redis.clone();
+        let redis = &self.redis;
         let deadline = tokio::time::Instant::now() + self.deadline;
         let mut loaded_once = false;
         // Set once a call's answer was lost: that call may still run in Redis.
         let mut uncertain = false;
         loop {
-            let called = self.run_order_script(&mut redis, &keys, user_id, order_id, voucher_id).await;
+            let called = self.run_order_script(redis, &keys, user_id, order_id, voucher_id).await;
             // A call whose answer was lost (Redis paused, a timeout) may be
             // executed later. The same call, same order id, is tried again until
             // the deadline: whichever runs first accepts the order, once (the
@@ -209,29 +209,17 @@ impl AsyncOrders {
     /// many replicas acknowledged it (`None`: no wait was made).
     async fn run_order_script(
         &self,
-        redis: &mut Redis,
+        redis: &Redis,
         keys: &crate::keys::SeckillKeys,
         user_id: u64,
         order_id: i64,
         voucher_id: u64,
     ) -> redis::RedisResult<(i64, Option<u32>)> {
         let (acks, timeout) = (self.replica_wait.acks, self.replica_wait.timeout);
-        if acks == 0 || self.replica_wait.recently_short(voucher_id) {
-            let verdict = ORDER
-                .key(&keys.stock)
-                .key(&keys.window)
-                .key(&keys.buyers)
-                .key(&keys.orders)
-                .key(&keys.pending)
-                .arg(user_id)
-                .arg(order_id)
-                .arg(voucher_id)
-                .invoke_async(redis)
-                .await?;
-            return Ok((verdict, None));
-        }
-        // The script on the connection the WAIT will be sent on: WAIT counts
-        // what its own connection wrote.
+        let waiting = acks > 0 && !self.replica_wait.recently_short(voucher_id);
+        // A waited-for order's script runs on the connection the WAIT will be
+        // sent on: WAIT counts what its own connection wrote.
+        let mut conn = if waiting { self.replica_wait.barrier.redis().clone() } else { redis.clone() };
         let verdict: i64 = ORDER
             .key(&keys.stock)
             .key(&keys.window)
@@ -241,9 +229,9 @@ impl AsyncOrders {
             .arg(user_id)
             .arg(order_id)
             .arg(voucher_id)
-            .invoke_async(&mut self.replica_wait.barrier.redis().clone())
+            .invoke_async(&mut conn)
             .await?;
-        if verdict != 0 {
+        if !waiting || verdict != 0 {
             return Ok((verdict, None));
         }
         let acked = match self.replica_wait.barrier.acknowledged(&keys.stock, acks, timeout).await {
