@@ -57,7 +57,7 @@ pub(crate) struct ReadReplica(pub MySqlPool);
 /// takes its databases from the primary), and a server that is not
 /// read-only is refused: reads sent to a second primary, or to the primary
 /// itself under another name, would hide that the setting is wrong.
-pub async fn connect_read_replica(url: &str, max_connections: u32) -> anyhow::Result<MySqlPool> {
+pub(crate) async fn connect_read_replica(url: &str, max_connections: u32) -> anyhow::Result<MySqlPool> {
     let options: MySqlConnectOptions = url.parse().context("parsing DATABASE_READ_URL")?;
     let connecting = MySqlPoolOptions::new()
         .max_connections(max_connections)

@@ -8,14 +8,14 @@ use anyhow::Context;
 use sqlx::MySqlPool;
 use tokio::net::TcpListener;
 
-pub use crate::connect::{connect_database, connect_read_replica, connect_redis};
+pub use crate::connect::{connect_database, connect_redis};
 use hmdp_lock::{LockConfig, LockService};
 
 use crate::{
     app,
     auth::{Auth, CodeStore, LoginLimits, SessionStore, TokenKeys},
     config::Config,
-    connect::ReadReplica,
+    connect::{ReadReplica, connect_read_replica},
     http::ratelimit::{Limit, LocalUserLimiter, RateLimiter},
     ids::OrderIdGenerator,
     keys::Keys,
