@@ -50,10 +50,12 @@ pub async fn prepare(db: &MySqlPool) -> sqlx::Result<()> {
 }
 
 /// A fresh `tb_voucher` row names every lab run, so runs never share stock.
+/// On the shelf (status 1), as the service sells only such vouchers; shop 0
+/// keeps it out of every real shop's list.
 pub async fn new_voucher(db: &MySqlPool, experiment: Experiment) -> sqlx::Result<u64> {
     let done = sqlx::query(concat!(
         "INSERT INTO tb_voucher (shop_id, title, sub_title, pay_value, actual_value, type, status)",
-        " VALUES (0, ?, 'strategy lab', 0, 0, 1, 2)"
+        " VALUES (0, ?, 'strategy lab', 0, 0, 1, 1)"
     ))
     .bind(format!("lab: {}", experiment.name()))
     .execute(db)
