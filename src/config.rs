@@ -348,6 +348,11 @@ pub mod limits {
     pub const MIN_JWT_SECRET_LEN: usize = 16;
     /// An admin key is a password that a script guesses at leisure: long.
     pub const MIN_ADMIN_KEY_LEN: usize = 24;
+    /// Wrong admin keys one client address may send per window; past it,
+    /// that address's admin requests answer 429 until the window ends, the
+    /// right key included.
+    pub const ADMIN_KEY_FAILURES_PER_ADDR: u64 = 10;
+    pub const ADMIN_KEY_FAILURE_WINDOW: Duration = Duration::from_secs(15 * 60);
     /// `.env.example`'s values: `cp .env.example .env` must not serve.
     pub const PLACEHOLDER_JWT_SECRET: &str = "replace-with-at-least-32-random-characters";
     pub const PLACEHOLDER_ADMIN_KEY: &str = "replace-with-a-random-admin-key";

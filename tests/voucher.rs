@@ -225,3 +225,32 @@ async fn the_shelf_route_answers_bad_input_in_the_envelope() {
         .await;
     assert!(listed(&app, voucher).await, "nothing changed");
 }
+
+#[tokio::test]
+async fn wrong_admin_keys_are_slowed_to_ten_per_address_and_then_even_the_right_key_waits() {
+    let app = TestApp::spawn().await;
+    let body = seckill_body(10, BEGIN, END);
+    for i in 0..10 {
+        let wrong = format!("a-wrong-admin-key-guess-number-{i}");
+        expect_error(app.post_json("/voucher/seckill", Some(&wrong), &body).await, StatusCode::FORBIDDEN, "FORBIDDEN")
+            .await;
+    }
+    // The eleventh request from that address waits out the window, right key or not.
+    let refused = app.post_json("/voucher/seckill", Some(ADMIN_KEY), &body).await;
+    let retry_after: u64 = refused.headers()["retry-after"].to_str().unwrap().parse().unwrap();
+    assert!((1..=15 * 60).contains(&retry_after), "Retry-After {retry_after}");
+    expect_error(refused, StatusCode::TOO_MANY_REQUESTS, "TOO_MANY_REQUESTS").await;
+    // Another client behind nginx (which sets X-Real-IP) is not held up.
+    let other = app
+        .client
+        .post(app.url("/voucher/seckill"))
+        .header("x-admin-key", ADMIN_KEY)
+        .header("x-real-ip", "10.9.9.9")
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    expect_ok(other).await;
+    let count: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM tb_voucher").fetch_one(&app.db).await.unwrap();
+    assert_eq!(count, 1, "only the other client's voucher");
+}

@@ -87,6 +87,10 @@ fn describe() {
         "Stream entries moved to the dead-letter stream after too many deliveries"
     );
     describe_counter!(
+        "hmdp_admin_key_failures_total",
+        "Admin requests with a wrong or missing X-Admin-Key (each address may send 10 per 15 min)"
+    );
+    describe_counter!(
         "hmdp_order_id_collisions_total",
         "Accepted orders whose id another order's row already holds (an id sequence that went backwards): an alarm"
     );

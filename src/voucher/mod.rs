@@ -18,13 +18,14 @@ pub(crate) use admin::Admin;
 pub(crate) use model::{Invalid, NewVoucher, VoucherForm, VoucherView};
 
 use crate::{
-    config::Config,
+    config::{Config, TrustedProxies},
     connect::ReadReplica,
     http::{
         ApiError, ApiResult, Reply,
         envelope::{Done, Failure, Success},
         extract::{Json, Path},
-        failures::{BadPath, Forbidden, Unavailable},
+        failures::{BadPath, Forbidden, RateLimited, Unavailable},
+        ratelimit::RateLimiter,
     },
     seckill::{self, Seckill},
 };
@@ -42,6 +43,8 @@ where
     ReadReplica: FromRef<S>,
     Seckill: FromRef<S>,
     Arc<Config>: FromRef<S>,
+    RateLimiter: FromRef<S>,
+    TrustedProxies: FromRef<S>,
 {
     Router::new()
         .route("/voucher", post(create_voucher))
@@ -68,7 +71,7 @@ pub(crate) struct StatusForm {
         (status = 200, description = "the status is set", body = Done),
         (status = 400, description = "VALIDATION: status is not 1 or 2", body = Failure),
         (status = 404, description = "NOT_FOUND: no such voucher", body = Failure),
-        BadPath, Forbidden, Unavailable,
+        BadPath, Forbidden, RateLimited, Unavailable,
     ))]
 pub(crate) async fn set_status(
     State(db): State<MySqlPool>,
@@ -99,7 +102,7 @@ pub(crate) async fn set_status(
     responses(
         (status = 200, description = "the new voucher's id", body = Success<u64>),
         (status = 400, description = "VALIDATION: a field missing, unknown or out of range", body = Failure),
-        Forbidden, Unavailable,
+        Forbidden, RateLimited, Unavailable,
     ))]
 pub(crate) async fn create_voucher(
     State(db): State<MySqlPool>,
@@ -117,7 +120,7 @@ pub(crate) async fn create_voucher(
     responses(
         (status = 200, description = "the new voucher's id", body = Success<u64>),
         (status = 400, description = "VALIDATION: a field missing, unknown or out of range, or the window ends before it begins", body = Failure),
-        Forbidden, Unavailable,
+        Forbidden, RateLimited, Unavailable,
     ))]
 pub(crate) async fn create_seckill_voucher(
     State(db): State<MySqlPool>,
