@@ -145,12 +145,17 @@ pub const DEFAULT_ORDERS_PER_USER_10S: u64 = 20;
 /// Abuse limits.
 #[derive(Clone, Debug, Args)]
 pub struct LimitSettings {
-    /// SMS codes sent to one phone per day, across instances.
+    /// SMS codes sent to one phone per day from one client address, across
+    /// instances; from all addresses together, `PHONE_CEILING_FACTOR` times
+    /// as many. Counted per address so that a stranger's requests do not
+    /// stop the phone's owner from getting a code.
     #[arg(long, env = "SMS_CODES_PER_PHONE_DAY", default_value_t = DEFAULT_SMS_CODES_PER_PHONE_DAY)]
     pub sms_codes_per_phone_day: u64,
 
-    /// Wrong codes tried for one phone per day; past it, logins of that
-    /// phone are refused until the day's window ends.
+    /// Wrong codes tried for one phone per day from one client address;
+    /// past it, that address's logins of that phone are refused until the
+    /// day's window ends (from all addresses together, `PHONE_CEILING_FACTOR`
+    /// times as many). The owner, elsewhere, can still log in.
     #[arg(long, env = "LOGIN_FAILURES_PER_PHONE_DAY", default_value_t = DEFAULT_LOGIN_FAILURES_PER_PHONE_DAY)]
     pub login_failures_per_phone_day: u64,
 
@@ -346,6 +351,10 @@ pub mod limits {
     /// authority, the exp only bounds how long a leaked token is worth trying.
     pub const TOKEN_TTL: Duration = Duration::from_secs(7 * 24 * 3600);
     pub const MIN_JWT_SECRET_LEN: usize = 16;
+    /// The per-phone limits hold per (phone, client address); every address
+    /// together gets this many times the limit before the phone itself is
+    /// refused, a ceiling against attackers with many addresses.
+    pub const PHONE_CEILING_FACTOR: u64 = 3;
     /// An admin key is a password that a script guesses at leisure: long.
     pub const MIN_ADMIN_KEY_LEN: usize = 24;
     /// Wrong admin keys one client address may send per window; past it,

@@ -9,6 +9,7 @@ use hmdp::auth::Claims;
 use jsonwebtoken::{Algorithm, EncodingKey, Header};
 use redis::AsyncCommands;
 use reqwest::StatusCode;
+use serde_json::json;
 
 #[tokio::test]
 async fn a_user_logs_in_with_the_stored_code_and_sees_themselves() {
@@ -339,4 +340,67 @@ async fn orders_per_user_are_limited() {
         expect_error(app.order(voucher, &token).await, StatusCode::CONFLICT, "DUPLICATE_ORDER").await;
     }
     expect_rate_limited(app.order(voucher, &token).await, 10).await;
+}
+
+/// A request from a client behind nginx (which sets X-Real-IP, believed
+/// from the loopback).
+fn from_addr(req: reqwest::RequestBuilder, addr: &str) -> reqwest::RequestBuilder {
+    req.header("x-real-ip", addr)
+}
+
+#[tokio::test]
+async fn a_stranger_spending_a_phones_limits_does_not_lock_its_owner_out() {
+    // Both limits used to count the phone alone: 20 wrong codes, or 10 code
+    // requests, from anyone blocked the owner for a day.
+    let app = TestApp::spawn_with(|c| {
+        c.limits.login_failures_per_phone_day = 3;
+        c.limits.sms_codes_per_phone_day = 2;
+    })
+    .await;
+    let victim = phone(70);
+    let code_from =
+        |addr: &'static str| from_addr(app.client.post(app.url(&format!("/user/code?phone={victim}"))), addr).send();
+    let login_from = |addr: &'static str, code: String| {
+        let body = json!({ "phone": victim, "code": code });
+        from_addr(app.client.post(app.url("/user/login")).json(&body), addr).send()
+    };
+
+    // The stranger spends both of their allowances on the victim's phone.
+    expect_ok(code_from("10.6.6.6").await.unwrap()).await;
+    for _ in 0..3 {
+        expect_error(login_from("10.6.6.6", "000000".into()).await.unwrap(), StatusCode::UNAUTHORIZED, "UNAUTHORIZED")
+            .await;
+    }
+    expect_rate_limited(login_from("10.6.6.6", "000000".into()).await.unwrap(), 24 * 3600).await;
+    app.redis.clone().del::<_, ()>(app.keys.login_code_cooldown(&victim)).await.unwrap();
+    expect_ok(code_from("10.6.6.6").await.unwrap()).await;
+    app.redis.clone().del::<_, ()>(app.keys.login_code_cooldown(&victim)).await.unwrap();
+    expect_rate_limited(code_from("10.6.6.6").await.unwrap(), 24 * 3600).await;
+
+    // The owner, from their own address, still gets a code and logs in.
+    expect_ok(code_from("192.0.2.7").await.unwrap()).await;
+    let code = app.stored_code(&victim).await.expect("the owner's code");
+    let token = expect_ok(login_from("192.0.2.7", code).await.unwrap()).await;
+    assert!(token["data"].as_str().is_some(), "{token}");
+}
+
+#[tokio::test]
+async fn many_addresses_together_still_meet_the_phones_ceiling() {
+    // Three times the per-address limit, over every address: what a
+    // stranger with many addresses can still do to a phone.
+    let app = TestApp::spawn_with(|c| c.limits.login_failures_per_phone_day = 2).await;
+    let target = phone(71);
+    expect_ok(app.send_code(&target).await).await;
+    let body = json!({ "phone": target, "code": "000000" });
+    let mut statuses = Vec::new();
+    for i in 0..8 {
+        // A fresh code every time, so the per-code attempt cap never ends it.
+        let mut redis = app.redis.clone();
+        redis.del::<_, ()>(app.keys.login_code_attempts(&target)).await.unwrap();
+        redis.set::<_, _, ()>(app.keys.login_code(&target), "123456").await.unwrap();
+        let req = from_addr(app.client.post(app.url("/user/login")).json(&body), &format!("10.7.7.{i}"));
+        statuses.push(req.send().await.unwrap().status());
+    }
+    let refused = statuses.iter().filter(|s| **s == StatusCode::TOO_MANY_REQUESTS).count();
+    assert_eq!((statuses.len() - refused, refused), (6, 2), "{statuses:?}");
 }

@@ -108,8 +108,12 @@ pub(crate) async fn send_code(
         .hit("code:addr", &addr, limits.codes_per_addr, "too many codes requested from this address; try later")
         .await?;
     let phone = validate_phone(&phone)?;
-    limiter.check("code:phone", phone, limits.codes_per_phone, "too many codes sent to this phone today").await?;
+    let phone_from_addr = format!("{phone}:{addr}");
+    let refusal = "too many codes sent to this phone today";
+    limiter.check("code:phone-addr", &phone_from_addr, limits.codes_per_phone, refusal).await?;
+    limiter.check("code:phone", phone, limits.codes_per_phone_ceiling, refusal).await?;
     auth.codes.issue(phone).await?;
+    limiter.count("code:phone-addr", &phone_from_addr, DAY).await?;
     limiter.count("code:phone", phone, DAY).await?;
     Ok(Reply::done())
 }
@@ -141,9 +145,13 @@ pub(crate) async fn login(
     if form.code.len() != code::CODE_LEN || !form.code.bytes().all(|b| b.is_ascii_digit()) {
         return Err(ApiError::validation("code must be 6 digits"));
     }
-    limiter.check("login:fail", phone, limits.failures_per_phone, "too many wrong codes for this phone today").await?;
+    let phone_from_addr = format!("{phone}:{addr}");
+    let refusal = "too many wrong codes for this phone today";
+    limiter.check("login:fail-addr", &phone_from_addr, limits.failures_per_phone, refusal).await?;
+    limiter.check("login:fail", phone, limits.failures_per_phone_ceiling, refusal).await?;
     if let Err(err) = auth.codes.consume(phone, &form.code).await {
         if err.is_wrong_code() {
+            limiter.count("login:fail-addr", &phone_from_addr, DAY).await?;
             limiter.count("login:fail", phone, DAY).await?;
         }
         return Err(err.into());

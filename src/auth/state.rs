@@ -4,7 +4,10 @@
 use std::time::Duration;
 
 use super::{code::CodeStore, session::SessionStore, token::TokenKeys};
-use crate::{config::Config, http::ratelimit::Limit};
+use crate::{
+    config::{Config, limits::PHONE_CEILING_FACTOR},
+    http::ratelimit::Limit,
+};
 
 const HOUR: Duration = Duration::from_secs(3600);
 pub(super) const DAY: Duration = Duration::from_secs(24 * 3600);
@@ -24,7 +27,10 @@ pub struct LoginLimits {
     pub codes_per_addr: Limit,
     pub codes_per_phone: Limit,
     pub logins_per_addr: Limit,
+    /// Per (phone, address); the phone's ceiling over every address.
+    pub codes_per_phone_ceiling: Limit,
     pub failures_per_phone: Limit,
+    pub failures_per_phone_ceiling: Limit,
 }
 
 impl LoginLimits {
@@ -34,6 +40,14 @@ impl LoginLimits {
             codes_per_phone: Limit::per(config.limits.sms_codes_per_phone_day, DAY),
             logins_per_addr: Limit::per(config.limits.logins_per_addr_hour, HOUR),
             failures_per_phone: Limit::per(config.limits.login_failures_per_phone_day, DAY),
+            codes_per_phone_ceiling: Limit::per(
+                config.limits.sms_codes_per_phone_day.saturating_mul(PHONE_CEILING_FACTOR),
+                DAY,
+            ),
+            failures_per_phone_ceiling: Limit::per(
+                config.limits.login_failures_per_phone_day.saturating_mul(PHONE_CEILING_FACTOR),
+                DAY,
+            ),
         }
     }
 }
