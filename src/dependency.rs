@@ -11,9 +11,53 @@ pub(crate) fn redis_unreachable(err: &redis::RedisError) -> bool {
     hmdp_redis::unavailable(err)
 }
 
-/// MariaDB could not be reached, as opposed to a statement it refused.
+/// MariaDB could not be reached, or could not serve the statement at that
+/// moment (a lock wait timed out, a deadlock, a read-only server, the
+/// connection killed, a shutdown): the same statement may pass a moment
+/// later, so it is answered 503 and retried, not 500.
 pub(crate) fn db_unreachable(err: &sqlx::Error) -> bool {
-    matches!(err, sqlx::Error::Io(_) | sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed | sqlx::Error::Tls(_))
+    match err {
+        sqlx::Error::Io(_) | sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed | sqlx::Error::Tls(_) => true,
+        sqlx::Error::Database(db) => db_momentary(db.as_ref()),
+        _ => false,
+    }
+}
+
+/// MariaDB's errors of the moment, by number: they say nothing of the rows.
+const MOMENTARY: &[u16] = &[
+    1040, // too many connections
+    1053, // server shutdown in progress
+    1205, // lock wait timeout
+    1213, // deadlock
+    1290, // --read-only
+    1317, // query interrupted
+    1792, // read-only transaction
+    1836, // read-only mode
+    1927, // connection killed
+    1969, // max_statement_time exceeded
+    2006, // server gone away
+    2013, // lost connection during query
+];
+
+fn db_momentary(db: &dyn sqlx::error::DatabaseError) -> bool {
+    db.try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>().is_some_and(|e| MOMENTARY.contains(&e.number()))
+}
+
+/// MariaDB refused the statement for the data it carries: a unique or
+/// foreign key, a CHECK, a NOT NULL, a value out of range or too long, a
+/// trigger's SIGNAL (SQLSTATE classes 23, 22 and 45), or a row that is not
+/// there. Only such a refusal blames an order; any other error (see
+/// `db_unreachable`) would pass on a retry.
+pub fn refused_by_the_data(err: &sqlx::Error) -> bool {
+    match err {
+        sqlx::Error::RowNotFound => true,
+        sqlx::Error::Database(db) => {
+            !db_momentary(db.as_ref())
+                && (db.kind() != sqlx::error::ErrorKind::Other
+                    || db.code().is_some_and(|state| ["22", "23", "45"].iter().any(|class| state.starts_with(class))))
+        }
+        _ => false,
+    }
 }
 
 /// Classifies a MariaDB error that reaches an answer (`true`: unreachable)

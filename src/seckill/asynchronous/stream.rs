@@ -5,7 +5,7 @@
 use hmdp_redis::Redis;
 use redis::streams::StreamId;
 
-use crate::keys::SeckillKeys;
+use crate::{dependency::refused_by_the_data, keys::SeckillKeys};
 
 /// The consumer group every instance reads the order streams in.
 pub(super) const GROUP: &str = "orders";
@@ -42,12 +42,12 @@ pub(super) enum PersistError {
     Refused(anyhow::Error),
 }
 
+/// Only a refusal of the data blames the batch: a lock wait, a deadlock or a
+/// read-only server counted as a refusal would dead-letter, after a few
+/// deliveries, orders already answered success.
 impl From<sqlx::Error> for PersistError {
     fn from(err: sqlx::Error) -> Self {
-        match err {
-            sqlx::Error::Database(_) | sqlx::Error::RowNotFound => Self::Refused(err.into()),
-            other => Self::Unavailable(other.into()),
-        }
+        if refused_by_the_data(&err) { Self::Refused(err.into()) } else { Self::Unavailable(err.into()) }
     }
 }
 
@@ -72,4 +72,78 @@ pub(super) async fn acknowledge(redis: &Redis, sk: &SeckillKeys, entries: &[Entr
         .exec_async(&mut redis.clone())
         .await?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use sqlx::{Connection, MySqlPool};
+
+    use super::PersistError;
+
+    async fn voucher(pool: &MySqlPool) -> u64 {
+        let id = sqlx::query(
+            "INSERT INTO tb_voucher (shop_id, title, pay_value, actual_value, type, status) VALUES (1, 't', 1, 2, 1, 1)",
+        )
+        .execute(pool)
+        .await
+        .unwrap()
+        .last_insert_id();
+        sqlx::query("INSERT INTO tb_seckill_voucher (voucher_id, stock, begin_time, end_time) VALUES (?, 1, NOW(), NOW() + INTERVAL 1 HOUR)")
+            .bind(id)
+            .execute(pool)
+            .await
+            .unwrap();
+        id
+    }
+
+    #[sqlx::test(migrations = "./migrations")]
+    async fn a_lock_wait_or_a_read_only_server_blames_no_order_and_a_constraint_does(pool: MySqlPool) {
+        let id = voucher(&pool).await;
+
+        // A lock wait that times out (1205): another transaction holds the row.
+        let mut holder = pool.acquire().await.unwrap();
+        let mut held = holder.begin().await.unwrap();
+        sqlx::query("SELECT stock FROM tb_seckill_voucher WHERE voucher_id = ? FOR UPDATE")
+            .bind(id)
+            .execute(&mut *held)
+            .await
+            .unwrap();
+        let mut waiter = pool.acquire().await.unwrap();
+        sqlx::query("SET SESSION innodb_lock_wait_timeout = 1").execute(&mut *waiter).await.unwrap();
+        let mut tx = waiter.begin().await.unwrap();
+        let lock_wait = sqlx::query("SELECT stock FROM tb_seckill_voucher WHERE voucher_id = ? FOR UPDATE")
+            .bind(id)
+            .execute(&mut *tx)
+            .await
+            .expect_err("the row is held");
+        drop(tx);
+        held.rollback().await.unwrap();
+        assert!(matches!(PersistError::from(lock_wait), PersistError::Unavailable(_)), "a lock wait blames the batch");
+
+        // A read-only transaction, as on a server set read-only (1792).
+        let mut ro = pool.acquire().await.unwrap();
+        sqlx::query("SET SESSION TRANSACTION READ ONLY").execute(&mut *ro).await.unwrap();
+        let read_only = sqlx::query("UPDATE tb_seckill_voucher SET stock = stock - 1 WHERE voucher_id = ?")
+            .bind(id)
+            .execute(&mut *ro)
+            .await
+            .expect_err("the session is read-only");
+        assert!(matches!(PersistError::from(read_only), PersistError::Unavailable(_)), "read-only blames the batch");
+
+        // The refusals that are the order's own: the CHECK on the stock, and
+        // the unique (user, voucher) index.
+        let check = sqlx::query("UPDATE tb_seckill_voucher SET stock = stock - 2 WHERE voucher_id = ?")
+            .bind(id)
+            .execute(&pool)
+            .await
+            .expect_err("stock >= 0");
+        assert!(matches!(PersistError::from(check), PersistError::Refused(_)));
+        let insert = |order: i64| {
+            sqlx::query("INSERT INTO tb_voucher_order (id, user_id, voucher_id) VALUES (?, 7, ?)").bind(order).bind(id)
+        };
+        insert(1).execute(&pool).await.unwrap();
+        let duplicate = insert(2).execute(&pool).await.expect_err("one order per user");
+        assert!(matches!(PersistError::from(duplicate), PersistError::Refused(_)));
+        assert!(matches!(PersistError::from(sqlx::Error::RowNotFound), PersistError::Refused(_)));
+    }
 }
