@@ -28,6 +28,7 @@ use utoipa_swagger_ui::SwaggerUi;
         crate::voucher::create_seckill_voucher,
         crate::voucher::list_for_shop,
         crate::voucher::set_status,
+        crate::voucher::set_stock,
         crate::seckill::routes::place_order,
         crate::seckill::routes::my_orders,
         crate::seckill::routes::show_order,

@@ -489,3 +489,69 @@ async fn an_order_whose_lost_call_runs_after_its_deadline_is_answered_accepted_n
         .unwrap();
     assert_eq!(row, Some(user_id), "the answer names the order that exists");
 }
+
+/// Seen: a voucher of 10, one order persisted, the row lowered by hand to
+/// 4. Redis still held 9 and accepted 9; MariaDB could take 4; the five
+/// dead letters each gave a unit back to Redis, which then told later
+/// buyers "success" for orders that could only fail. Redis now learns the
+/// row's stock at the first refusal and after every dead letter.
+#[tokio::test]
+async fn stock_lowered_by_hand_is_learned_by_redis_and_later_buyers_are_told_sold_out() {
+    let app = async_app().await;
+    let voucher = app.open_seckill(10).await;
+    let users = app.seed_users(31).await;
+    let tokens: Vec<&str> = users.iter().map(|(_, t)| t.as_str()).collect();
+    expect_ok(app.order(voucher, tokens[0]).await).await;
+    drained(&app, voucher, Duration::from_secs(10)).await;
+    sqlx::query("UPDATE tb_seckill_voucher SET stock = 4 WHERE voucher_id = ?")
+        .bind(voucher)
+        .execute(&app.db)
+        .await
+        .unwrap();
+
+    let outcomes = app.order_all(voucher, &tokens[1..30]).await;
+    let accepted = tally(&outcomes).get("OK").copied().unwrap_or(0);
+    assert!((4..=9).contains(&accepted), "Redis had 9 to sell, MariaDB 4: {:?}", tally(&outcomes));
+    let report = drained(&app, voucher, Duration::from_secs(20)).await;
+    assert_eq!(app.orders_of(voucher).await, (5, 5), "the first order and the four MariaDB had");
+    assert_eq!(app.stock_of(voucher).await, 0);
+    assert_eq!(report.redis_stock, Some(0), "Redis follows the row: {}", report.render());
+    assert_eq!(report.dead_letters as usize, accepted - 4, "{}", report.render());
+    assert!(report.agrees(), "{}", report.render());
+
+    // Later buyers are told the truth at once.
+    expect_error(app.order(voucher, tokens[30]).await, StatusCode::CONFLICT, "SOLD_OUT").await;
+}
+
+/// The stock route in the asynchronous mode, while orders wait to be
+/// persisted: they keep their units (none is dead-lettered), and exactly
+/// the new stock sells besides them.
+#[tokio::test]
+async fn the_stock_route_mid_sale_keeps_the_pending_orders_and_sells_exactly_the_new_stock() {
+    let app = async_app().await;
+    let voucher = app.open_seckill(3).await;
+    let users = app.seed_users(13).await;
+    let tokens: Vec<&str> = users.iter().map(|(_, t)| t.as_str()).collect();
+
+    // Three accepted and held back from MariaDB; the route waits for the
+    // row behind them, and either runs first or after their batch.
+    let held = app.hold_stock_row(voucher).await;
+    let first = app.order_all(voucher, &tokens[..3]).await;
+    assert_eq!(tally(&first).get("OK"), Some(&3));
+    let api = app.api.clone();
+    let set = tokio::spawn(async move { expect_ok(api.set_stock(voucher, serde_json::json!(2)).await).await });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    held.rollback().await.unwrap();
+    let set = set.await.unwrap();
+    assert_eq!(set["data"]["stock"], 2, "{set}");
+
+    let rest = app.order_all(voucher, &tokens[3..]).await;
+    let counts = tally(&rest);
+    assert_eq!(counts.get("OK"), Some(&2), "{counts:?}");
+    assert_eq!(counts.get("SOLD_OUT"), Some(&8), "{counts:?}");
+    let report = drained(&app, voucher, Duration::from_secs(15)).await;
+    assert_eq!(report.dead_letters, 0, "no accepted order lost its unit: {}", report.render());
+    assert!(report.agrees(), "{}", report.render());
+    assert_eq!(app.orders_of(voucher).await, (5, 5));
+    assert_eq!(app.stock_of(voucher).await, 0);
+}

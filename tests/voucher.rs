@@ -254,3 +254,85 @@ async fn wrong_admin_keys_are_slowed_to_ten_per_address_and_then_even_the_right_
     let count: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM tb_voucher").fetch_one(&app.db).await.unwrap();
     assert_eq!(count, 1, "only the other client's voucher");
 }
+
+/// The admin's stock route brings a sold-out voucher back on sale, on the
+/// instance that served it at once and on the other within a second or so,
+/// and the new stock is exactly what sells.
+async fn stock_route_sells_exactly_the_new_stock(mode: SeckillMode) {
+    let app = TestApp::spawn_with(|c| c.seckill.mode = mode).await;
+    let peer = app.spawn_peer(|_| {}).await;
+    let voucher = app.open_seckill(2).await;
+    let users = app.seed_users(8).await;
+    let tokens: Vec<&str> = users.iter().map(|(_, t)| t.as_str()).collect();
+    let first = app.order_all(voucher, &tokens[..3]).await;
+    assert_eq!(common::tally(&first).get("OK"), Some(&2), "{first:?}");
+    // The peer learns of the sell-out too.
+    expect_error(peer.order(voucher, tokens[3]).await, StatusCode::CONFLICT, "SOLD_OUT").await;
+
+    let set = expect_ok(app.set_stock(voucher, json!(3)).await).await;
+    assert_eq!(set["data"]["stock"], 3, "{set}");
+    // The instance that served the route sells at once.
+    expect_ok(app.order(voucher, tokens[3]).await).await;
+    // The peer within its recheck.
+    let started = std::time::Instant::now();
+    loop {
+        let resp = peer.order(voucher, tokens[4]).await;
+        if resp.status() == StatusCode::OK {
+            break;
+        }
+        expect_error(resp, StatusCode::CONFLICT, "SOLD_OUT").await;
+        assert!(started.elapsed() < std::time::Duration::from_secs(5), "{mode:?}: the peer never sold again");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let rest = app.order_all(voucher, &tokens[5..]).await;
+    let counts = common::tally(&rest);
+    assert_eq!(counts.get("OK"), Some(&1), "{mode:?}: exactly the third new unit: {counts:?}");
+    assert_eq!(counts.get("SOLD_OUT"), Some(&2), "{mode:?}: {counts:?}");
+
+    // Every order lands; nothing is oversold.
+    let started = std::time::Instant::now();
+    while app.orders_of(voucher).await != (5, 5) {
+        assert!(started.elapsed() < std::time::Duration::from_secs(15), "{mode:?}: {:?}", app.orders_of(voucher).await);
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(app.stock_of(voucher).await, 0, "{mode:?}");
+}
+
+#[tokio::test]
+async fn the_stock_route_puts_a_sold_out_voucher_back_on_sale_sync() {
+    stock_route_sells_exactly_the_new_stock(SeckillMode::Sync).await;
+}
+
+#[tokio::test]
+async fn the_stock_route_puts_a_sold_out_voucher_back_on_sale_async() {
+    stock_route_sells_exactly_the_new_stock(SeckillMode::Async).await;
+}
+
+#[tokio::test]
+async fn the_stock_route_answers_bad_input_in_the_envelope() {
+    let app = TestApp::spawn().await;
+    let voucher = app.open_seckill(4).await;
+    for bad in [json!(-1), json!(2_147_483_648_i64), json!("5"), json!(1.5), json!(null)] {
+        expect_error(app.set_stock(voucher, bad.clone()).await, StatusCode::BAD_REQUEST, "VALIDATION").await;
+    }
+    let path = format!("/voucher/seckill/{voucher}/stock");
+    expect_error(app.put_json(&path, None, &json!({ "stock": 9 })).await, StatusCode::FORBIDDEN, "FORBIDDEN").await;
+    expect_error(app.set_stock(voucher + 1000, json!(1)).await, StatusCode::NOT_FOUND, "NOT_FOUND").await;
+    let ordinary = expect_ok(
+        app.post_json(
+            "/voucher",
+            Some(ADMIN_KEY),
+            &json!({"shopId": 1, "title": "t", "payValue": 1, "actualValue": 2, "type": 0}),
+        )
+        .await,
+    )
+    .await["data"]
+        .as_u64()
+        .unwrap();
+    expect_error(app.set_stock(ordinary, json!(1)).await, StatusCode::NOT_FOUND, "NOT_FOUND").await;
+    assert_eq!(app.stock_of(voucher).await, 4, "nothing changed");
+    // Zero is a stock too: the voucher is sold out.
+    expect_ok(app.set_stock(voucher, json!(0)).await).await;
+    let users = app.seed_users(1).await;
+    expect_error(app.order(voucher, &users[0].1).await, StatusCode::CONFLICT, "SOLD_OUT").await;
+}

@@ -50,6 +50,10 @@ pub(crate) fn recorder() -> PrometheusHandle {
 /// module counts them.
 fn describe() {
     use metrics::{Unit, describe_counter, describe_gauge, describe_histogram};
+    describe_counter!(
+        "hmdp_redis_stock_corrections_total",
+        "times a voucher's Redis stock was set from MariaDB's row and changed (a refusal for lack of stock, a dead letter, the stock route)"
+    );
     describe_counter!("hmdp_http_requests_total", "HTTP requests answered, by method, matched route and status");
     describe_histogram!(
         "hmdp_http_request_duration_seconds",

@@ -30,8 +30,9 @@ use super::{
 };
 
 /// How long a sold-out voucher is answered from memory before one request
-/// reads its stock again: stock can come back (an operator's correction,
-/// later a cancelled order), and each instance learns of it this soon, at
+/// reads its stock again: stock can come back (the admin's stock route,
+/// served by another instance; a cancelled order), and each instance learns
+/// of it this soon, at
 /// the price of one primary-key read per second per sold-out voucher.
 const SOLD_OUT_RECHECK: Duration = Duration::from_secs(1);
 
@@ -203,6 +204,19 @@ impl VoucherGates {
         };
         let window = SaleWindow { begin: sale.begin_time, end: sale.end_time };
         Ok(self.insert(voucher_id, window, sale.stock))
+    }
+
+    /// The admin set the voucher's stock: this instance knows at once (the
+    /// others within `SOLD_OUT_RECHECK`).
+    pub(super) fn stock_set(&self, voucher_id: u64, stock: i32) {
+        let known = self.gates.lock().expect("voucher gates poisoned").get(&voucher_id).cloned();
+        if let Some(gate) = known {
+            if stock > 0 {
+                gate.sold_out.store(false, Ordering::Release);
+            } else {
+                gate.mark_sold_out();
+            }
+        }
     }
 
     /// Remembers a voucher read from the database. Past `GATES_MAX`, the

@@ -25,6 +25,10 @@ pub enum SeckillError {
     /// With the id of the order the user holds, when it is known.
     #[error("you already hold an order for this voucher")]
     DuplicateOrder(Option<i64>),
+    /// A stock the row cannot hold once the orders awaiting persistence
+    /// are added to it.
+    #[error("the stock is too large")]
+    StockOutOfRange,
     /// The user's lock is held by another of their orders.
     #[error("another order of yours is in progress")]
     InProgress,

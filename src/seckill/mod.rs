@@ -26,6 +26,7 @@ mod sync;
 
 pub use asynchronous::{Reconciliation, reconcile};
 pub use error::{SeckillError, SeckillResult};
+pub use model::StockSet;
 pub use routes::error_code;
 pub(crate) use routes::routes;
 pub(crate) use service::Dependencies;

@@ -67,3 +67,13 @@ impl PlacedOrder {
         Self { id, replicated: true }
     }
 }
+
+/// What the admin's stock route did: `stock` units for sale from now on,
+/// besides the orders already accepted and not yet in MariaDB
+/// (asynchronous mode), which keep theirs.
+#[derive(Debug, Clone, Copy, serde::Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct StockSet {
+    pub stock: i32,
+    pub awaiting_persistence: u64,
+}

@@ -29,6 +29,9 @@ impl From<SeckillError> for ApiError {
             SeckillError::SoldOut => Self::SoldOut,
             SeckillError::OffShelf => Self::NotFound("the voucher is off the shelf"),
             SeckillError::DuplicateOrder(held) => Self::DuplicateOrder(held),
+            SeckillError::StockOutOfRange => {
+                Self::Validation(format!("stock plus the orders awaiting persistence must stay within {}", i32::MAX))
+            }
             SeckillError::InProgress => Self::TooManyRequests("another order of yours is in progress"),
             SeckillError::Unavailable(cause) => Self::Unavailable(cause),
             SeckillError::Internal(cause) => Self::Internal(cause),

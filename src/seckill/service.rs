@@ -13,7 +13,7 @@ use super::{
     admission::VoucherGates,
     asynchronous::{self, AsyncOrders, CONSUMER_BLOCK, Consumer, ReplicaWait},
     error::SeckillResult,
-    model::{OrderView, PlacedOrder},
+    model::{OrderView, PlacedOrder, StockSet},
     order,
     sync::{GroupCommitter, GroupStats, SyncOrders},
 };
@@ -192,6 +192,15 @@ impl Seckill {
             Mode::Async { .. } => {
                 asynchronous::shelf_changed(&mut self.0.redis.clone(), &self.0.keys, voucher_id, status).await
             }
+        }
+    }
+
+    /// The admin's stock route: `stock` units for sale from now on, in
+    /// MariaDB and (asynchronous mode) Redis alike.
+    pub(crate) async fn set_stock(&self, voucher_id: u64, stock: i32) -> SeckillResult<StockSet> {
+        match &self.0.mode {
+            Mode::Sync(orders) => orders.set_stock(voucher_id, stock).await,
+            Mode::Async { orders, .. } => orders.set_stock(voucher_id, stock).await,
         }
     }
 

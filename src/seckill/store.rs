@@ -135,6 +135,16 @@ pub(super) async fn take_stock<'e>(db: impl MySqlExecutor<'e>, voucher_id: u64, 
     Ok(taken == 1)
 }
 
+/// The admin's correction of the stock row (its lock held by the caller).
+pub(super) async fn set_stock<'e>(db: impl MySqlExecutor<'e>, voucher_id: u64, stock: i32) -> sqlx::Result<()> {
+    sqlx::query("UPDATE tb_seckill_voucher SET stock = ? WHERE voucher_id = ?")
+        .bind(stock)
+        .bind(voucher_id)
+        .execute(db)
+        .await?;
+    Ok(())
+}
+
 /// One multi-row insert. A user who already holds an order for the voucher
 /// runs into `UNIQUE_ORDER_INDEX`: the database has the last word.
 pub(super) async fn insert_orders<'e>(

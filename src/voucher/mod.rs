@@ -51,6 +51,7 @@ where
         .route("/voucher/seckill", post(create_seckill_voucher))
         .route("/voucher/list/{shop_id}", get(list_for_shop))
         .route("/voucher/{voucher_id}/status", put(set_status))
+        .route("/voucher/seckill/{voucher_id}/stock", put(set_stock))
 }
 
 #[derive(Debug, serde::Deserialize, utoipa::ToSchema)]
@@ -96,6 +97,41 @@ pub(crate) async fn set_status(
     tracing::info!(voucher_id, status = form.status, "voucher shelf status set");
     sales.shelf_changed(voucher_id, i64::from(form.status)).await?;
     Ok(Reply::done())
+}
+
+#[derive(Debug, serde::Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct StockForm {
+    /// Units for sale from now on, 0 to 2147483647.
+    stock: i64,
+}
+
+/// Sets the stock of a seckill voucher, in MariaDB and (asynchronous mode)
+/// Redis alike, instead of an edit by hand that Redis would not see. The
+/// stock is what is for sale from now on: orders accepted and not yet
+/// persisted (asynchronous mode) keep their units, and the row gets the
+/// stock plus theirs (`awaitingPersistence` in the answer). A sold-out
+/// voucher sells again at once on this instance, within a second on the
+/// others.
+#[utoipa::path(put, path = "/voucher/seckill/{voucher_id}/stock", tag = "voucher", security(("adminKey" = [])),
+    params(("voucher_id" = u64, Path, description = "the seckill voucher")), request_body = StockForm,
+    responses(
+        (status = 200, description = "the stock is set", body = Success<seckill::StockSet>),
+        (status = 400, description = "VALIDATION: stock missing, negative or too large", body = Failure),
+        (status = 404, description = "NOT_FOUND: no such seckill voucher", body = Failure),
+        BadPath, Forbidden, RateLimited, Unavailable,
+    ))]
+pub(crate) async fn set_stock(
+    State(sales): State<Seckill>,
+    _admin: Admin,
+    Path(voucher_id): Path<u64>,
+    Json(form): Json<StockForm>,
+) -> ApiResult<Reply<seckill::StockSet>> {
+    let stock = i32::try_from(form.stock)
+        .ok()
+        .filter(|s| *s >= 0)
+        .ok_or_else(|| ApiError::validation(format!("stock must be between 0 and {}", i32::MAX)))?;
+    Ok(Reply::data(sales.set_stock(voucher_id, stock).await?))
 }
 
 #[utoipa::path(post, path = "/voucher", tag = "voucher", security(("adminKey" = [])), request_body = VoucherForm,

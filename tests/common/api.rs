@@ -65,6 +65,20 @@ impl Api {
         req.send().await.unwrap()
     }
 
+    pub async fn put_json(&self, path: &str, admin_key: Option<&str>, body: &Value) -> Response {
+        let mut req = self.client.put(self.url(path)).json(body);
+        if let Some(key) = admin_key {
+            req = req.header("x-admin-key", key);
+        }
+        req.send().await.unwrap()
+    }
+
+    /// The admin's stock route.
+    pub async fn set_stock(&self, voucher_id: u64, stock: Value) -> Response {
+        let path = format!("/voucher/seckill/{voucher_id}/stock");
+        self.put_json(&path, Some(&self.admin_key.clone()), &serde_json::json!({ "stock": stock })).await
+    }
+
     pub async fn send_code(&self, phone: &str) -> Response {
         self.post(&format!("/user/code?phone={phone}"), None).await
     }

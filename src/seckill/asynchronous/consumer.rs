@@ -25,6 +25,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::{
+    converge::converge,
     recovery::Recovery,
     stream::{Entry, GROUP, PersistError, acknowledge},
 };
@@ -265,7 +266,7 @@ impl Consumer {
         let mut tx = self.db.begin().await?;
         // The voucher's row lock: batches and dead-lettering of one voucher
         // take turns, so the checks below stay true until the commit.
-        store::lock_stock(&mut *tx, voucher).await?.ok_or(sqlx::Error::RowNotFound)?;
+        let db_stock = store::lock_stock(&mut *tx, voucher).await?.ok_or(sqlx::Error::RowNotFound)?;
         // Dead-lettered and given back already: never persisted after that.
         let order_ids: Vec<i64> = entries.iter().map(|e| e.order_id).collect();
         let failed: Vec<Option<String>> =
@@ -297,6 +298,15 @@ impl Consumer {
             )));
         }
         candidates.retain(|e| !persisted.contains_key(&e.order_id));
+        // Redis accepted more than MariaDB has: Redis learns the row's stock
+        // now, so it stops accepting orders the database cannot honour.
+        if i64::from(db_stock) < candidates.len() as i64 {
+            converge(&mut tx, &self.redis, sk, voucher, db_stock.into()).await?;
+            return Err(PersistError::Refused(anyhow::anyhow!(
+                "MariaDB has {db_stock} left, fewer than the {} orders accepted in Redis",
+                candidates.len()
+            )));
+        }
         if !candidates.is_empty() {
             let orders: Vec<NewOrder> = candidates
                 .iter()

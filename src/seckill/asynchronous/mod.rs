@@ -13,6 +13,7 @@
 //! letters), `reconcile` (Redis against MariaDB).
 
 mod consumer;
+mod converge;
 mod reconcile;
 mod recovery;
 mod stream;
@@ -34,7 +35,7 @@ pub(crate) use recovery::Recovery;
 use super::{
     admission::VoucherGates,
     error::{SeckillError, SeckillResult},
-    model::PlacedOrder,
+    model::{PlacedOrder, StockSet},
     store,
 };
 use crate::{dependency::redis_unreachable, ids::OrderIdGenerator, keys::Keys};
@@ -370,6 +371,24 @@ impl AsyncOrders {
             tracing::info!(voucher_id, stock, unpersisted, "seckill keys loaded from MariaDB");
         }
         Ok(())
+    }
+}
+
+impl AsyncOrders {
+    /// The admin's stock: `stock` more units for sale from now on. Orders
+    /// accepted in Redis and not persisted yet keep their units, so the row
+    /// gets `stock` plus those, and Redis `stock`, both under the row lock.
+    pub(super) async fn set_stock(&self, voucher_id: u64, stock: i32) -> SeckillResult<StockSet> {
+        let sk = self.keys.seckill(voucher_id);
+        let mut tx = self.db.begin().await?;
+        store::lock_stock(&mut *tx, voucher_id).await?.ok_or(SeckillError::NoSuchVoucher)?;
+        let found = converge::unpersisted(&mut tx, &self.redis, &sk, voucher_id).await?;
+        let row = i32::try_from(i64::from(stock) + found.count).map_err(|_| SeckillError::StockOutOfRange)?;
+        store::set_stock(&mut *tx, voucher_id, row).await?;
+        let redis_stock = converge::set_from_row(&self.redis, &sk, voucher_id, row.into(), &found).await?;
+        tx.commit().await?;
+        tracing::info!(voucher_id, stock, row, ?redis_stock, "seckill stock set");
+        Ok(StockSet { stock, awaiting_persistence: found.count.max(0) as u64 })
     }
 }
 

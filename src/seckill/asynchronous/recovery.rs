@@ -1,9 +1,9 @@
 //! Recovery of the asynchronous mode. Entries nobody acknowledged for
 //! `ASYNC_CLAIM_IDLE_MS` (their consumer died, is stuck, or failed them) are
 //! taken over with XAUTOCLAIM and retried. An entry the database refused
-//! `ASYNC_MAX_DELIVERIES` times is dead-lettered and compensated in one
-//! script (the buyer removed and, only if that removed it, the stock given
-//! back), so one bad entry never blocks the entries behind it.
+//! `ASYNC_MAX_DELIVERIES` times is dead-lettered and compensated (its buyer
+//! slot freed, Redis's stock set from MariaDB's row), so one bad entry never
+//! blocks the entries behind it.
 
 use std::{sync::LazyLock, time::Duration};
 
@@ -14,11 +14,14 @@ use redis::{
 };
 use sqlx::MySqlPool;
 
-use super::stream::{Entry, GROUP, PersistError, acknowledge};
+use super::{
+    converge::{self, with_stock_from_row},
+    stream::{Entry, GROUP, PersistError, acknowledge},
+};
 use crate::{keys::SeckillKeys, seckill::store};
 
 static COMPENSATE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../../../lua/seckill_compensate.lua")));
+    LazyLock::new(|| Script::new(with_stock_from_row!("../../../lua/seckill_compensate.lua")));
 
 /// What recovery needs; the consumer owns one.
 #[derive(Clone)]
@@ -105,14 +108,17 @@ impl Recovery {
         reason: &str,
     ) -> Result<(), PersistError> {
         let mut tx = self.db.begin().await?;
-        store::lock_stock(&mut *tx, voucher).await?;
+        let db_stock = store::lock_stock(&mut *tx, voucher).await?;
         let mine = store::OrderOwner { user_id: entry.user_id, voucher_id: voucher };
         if store::existing_orders(&mut *tx, &[entry.order_id]).await?.get(&entry.order_id) == Some(&mine) {
             tx.commit().await?;
             return acknowledge(&self.redis, sk, std::slice::from_ref(entry)).await;
         }
         let holds_another = store::held_order(&mut *tx, entry.user_id, voucher).await?;
-        let compensated: i64 = COMPENSATE
+        // The unit goes back only as far as MariaDB has it: the script sets
+        // Redis's stock from the row, this order no longer pending.
+        let found = converge::unpersisted(&mut tx, &self.redis, sk, voucher).await?;
+        let (compensated, before, after): (i64, i64, i64) = COMPENSATE
             .key(&sk.stock)
             .key(&sk.buyers)
             .key(&sk.orders)
@@ -125,8 +131,13 @@ impl Recovery {
             .arg(voucher)
             .arg(reason)
             .arg(u8::from(holds_another.is_some()))
+            .arg(db_stock.map_or_else(String::new, |s| s.to_string()))
+            .arg(&found.persisted)
             .invoke_async(&mut self.redis.clone())
             .await?;
+        if let Some(db_stock) = db_stock {
+            converge::report(voucher, db_stock.into(), before, after);
+        }
         tx.commit().await?;
         if compensated == 1 {
             tracing::error!(
@@ -134,7 +145,7 @@ impl Recovery {
                 order_id = entry.order_id,
                 user_id = entry.user_id,
                 reason,
-                "order dead-lettered; stock and buyer slot given back"
+                "order dead-lettered; buyer slot freed, stock set from MariaDB"
             );
         }
         Ok(())

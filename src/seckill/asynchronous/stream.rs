@@ -57,6 +57,15 @@ impl From<redis::RedisError> for PersistError {
     }
 }
 
+impl From<PersistError> for crate::seckill::SeckillError {
+    fn from(err: PersistError) -> Self {
+        match err {
+            PersistError::Unavailable(cause) => Self::Unavailable(cause),
+            PersistError::Refused(cause) => Self::Internal(cause),
+        }
+    }
+}
+
 /// Persisted (now or before): off the stream and out of the pending hash.
 pub(super) async fn acknowledge(redis: &Redis, sk: &SeckillKeys, entries: &[Entry]) -> Result<(), PersistError> {
     let stream_ids: Vec<&str> = entries.iter().map(|e| e.stream_id.as_str()).collect();

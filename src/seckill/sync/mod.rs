@@ -24,6 +24,8 @@ use hmdp_lock::{Holder, LockGuard, LockService};
 use super::{
     admission::{Gate, VoucherGates},
     error::{SeckillError, SeckillResult},
+    model::StockSet,
+    store,
 };
 use crate::{ids::OrderIdGenerator, keys::Keys};
 
@@ -47,6 +49,18 @@ impl SyncOrders {
     /// Group-commit workers running now.
     pub(super) fn workers(&self) -> usize {
         self.group_commit.as_ref().map_or(0, GroupCommitter::workers)
+    }
+
+    /// The admin's stock: the row gets it under its lock, and this
+    /// instance's sold-out memory learns it at once.
+    pub(super) async fn set_stock(&self, voucher_id: u64, stock: i32) -> SeckillResult<StockSet> {
+        let mut tx = self.db.begin().await?;
+        store::lock_stock(&mut *tx, voucher_id).await?.ok_or(SeckillError::NoSuchVoucher)?;
+        store::set_stock(&mut *tx, voucher_id, stock).await?;
+        tx.commit().await?;
+        self.gates.stock_set(voucher_id, stock);
+        tracing::info!(voucher_id, stock, "seckill stock set");
+        Ok(StockSet { stock, awaiting_persistence: 0 })
     }
 
     /// Places one order; returns the order id. Runs in a task of its own,
