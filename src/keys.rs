@@ -52,6 +52,12 @@ impl Keys {
         format!("{}rate:{what}:{subject}", self.prefix)
     }
 
+    /// An `Idempotency-Key` of `caller` (`user:42`, `admin`): its claim,
+    /// then its first answer.
+    pub fn idempotency(&self, caller: &str, key: &str) -> String {
+        format!("{}idempotency:{caller}:{key}", self.prefix)
+    }
+
     /// The braces are literal: a Redis Cluster hash tag.
     pub fn order_lock(&self, user_id: u64) -> String {
         format!("{}lock:order:{{{user_id}}}", self.prefix)

@@ -17,7 +17,10 @@ use crate::{
     auth::Auth,
     config::{Config, TrustedProxies},
     connect::ReadReplica,
-    http::ratelimit::{LocalUserLimiter, RateLimiter},
+    http::{
+        idempotency::Idempotency,
+        ratelimit::{LocalUserLimiter, RateLimiter},
+    },
     seckill::Seckill,
 };
 
@@ -32,6 +35,8 @@ pub struct AppState {
     pub seckill: Seckill,
     /// Limits kept in Redis, across instances.
     pub limits: RateLimiter,
+    /// `Idempotency-Key` claims and answers, in Redis.
+    pub idempotency: Idempotency,
     /// Orders per user, kept in this instance's memory.
     pub order_limit: LocalUserLimiter,
     /// Renders what the process-wide `metrics` recorder has counted.

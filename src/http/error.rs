@@ -31,6 +31,12 @@ pub enum ApiError {
     /// With the id of the order the user holds, when it is known.
     #[error("you already hold an order for this voucher")]
     DuplicateOrder(Option<i64>),
+    /// The same `Idempotency-Key` while its first request still runs.
+    #[error("a request with this Idempotency-Key is still running; retry shortly")]
+    IdempotencyInFlight,
+    /// The same `Idempotency-Key` with another request.
+    #[error("this Idempotency-Key was used for another request")]
+    IdempotencyKeyReused,
     #[error("{0}")]
     TooManyRequests(&'static str),
     /// A rate limit; the number is `Retry-After` in seconds.
@@ -68,7 +74,10 @@ impl ApiError {
             Self::Forbidden => StatusCode::FORBIDDEN,
             Self::NotFound(_) => StatusCode::NOT_FOUND,
             Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
-            Self::NotStarted | Self::Ended | Self::SoldOut | Self::DuplicateOrder(_) => StatusCode::CONFLICT,
+            Self::NotStarted | Self::Ended | Self::SoldOut | Self::DuplicateOrder(_) | Self::IdempotencyInFlight => {
+                StatusCode::CONFLICT
+            }
+            Self::IdempotencyKeyReused => StatusCode::UNPROCESSABLE_ENTITY,
             Self::TooManyRequests(_) | Self::RateLimited(..) => StatusCode::TOO_MANY_REQUESTS,
             Self::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
@@ -86,6 +95,8 @@ impl ApiError {
             Self::Ended => "ENDED",
             Self::SoldOut => "SOLD_OUT",
             Self::DuplicateOrder(_) => "DUPLICATE_ORDER",
+            Self::IdempotencyInFlight => "IDEMPOTENCY_IN_FLIGHT",
+            Self::IdempotencyKeyReused => "IDEMPOTENCY_KEY_REUSED",
             Self::TooManyRequests(_) | Self::RateLimited(..) => "TOO_MANY_REQUESTS",
             Self::Unavailable(_) => "UNAVAILABLE",
             Self::Internal(_) => "INTERNAL",

@@ -7,6 +7,7 @@ pub(crate) mod error;
 pub(crate) mod extract;
 pub(crate) mod failures;
 pub(crate) mod health;
+pub(crate) mod idempotency;
 pub(crate) mod ratelimit;
 pub(crate) mod time;
 

@@ -4,6 +4,7 @@
 use axum::{
     Router,
     extract::{FromRef, State},
+    response::{IntoResponse, Response},
     routing::{get, post},
 };
 use serde::Deserialize;
@@ -16,6 +17,7 @@ use crate::{
         envelope::{Failure, Success},
         extract::{Path, Query},
         failures::{BadPath, Unauthorized, Unavailable},
+        idempotency::{Idempotency, IdempotencyKey},
         ratelimit::LocalUserLimiter,
     },
 };
@@ -51,6 +53,7 @@ where
     S: Clone + Send + Sync + 'static,
     Seckill: FromRef<S>,
     LocalUserLimiter: FromRef<S>,
+    Idempotency: FromRef<S>,
 {
     Router::new()
         .route("/voucher-order/seckill/{voucher_id}", post(place_order))
@@ -59,13 +62,17 @@ where
 }
 
 #[utoipa::path(post, path = "/voucher-order/seckill/{voucher_id}", tag = "order", security(("token" = [])),
-    params(("voucher_id" = u64, Path, description = "the seckill voucher")),
+    params(
+        ("voucher_id" = u64, Path, description = "the seckill voucher"),
+        ("Idempotency-Key" = Option<String>, Header, description = "up to 255 printable ASCII characters: a retry with the same key gets the first answer again (24 h), marked `Idempotent-Replayed: true`; answers 429, 5xx are not kept, so their retry runs again"),
+    ),
     responses(
         (status = 200, description = "the order id, a string (it does not fit a JavaScript number)", body = Success<String>),
         (status = 202, description = "asynchronous mode: the order is accepted (data: its id) but no Redis replica acknowledged it within ORDER_REPLICA_WAIT_MS; a master failover now could lose it, and GET /voucher-order/{orderId} tells whether it lasted", body = Success<String>),
         BadPath, Unauthorized,
         (status = 404, description = "NOT_FOUND: no such seckill voucher", body = Failure),
-        (status = 409, description = "SOLD_OUT; DUPLICATE_ORDER (data: the order the user holds); NOT_STARTED; ENDED", body = Failure),
+        (status = 409, description = "SOLD_OUT; DUPLICATE_ORDER (data: the order the user holds); NOT_STARTED; ENDED; IDEMPOTENCY_IN_FLIGHT (the same Idempotency-Key is still running)", body = Failure),
+        (status = 422, description = "IDEMPOTENCY_KEY_REUSED: the Idempotency-Key was used for another voucher", body = Failure),
         (status = 429, description = "TOO_MANY_REQUESTS: too many orders from this user, or another of the user's orders is in progress", body = Failure),
         Unavailable,
     ))]
@@ -74,9 +81,21 @@ pub(crate) async fn place_order(
     State(order_limit): State<LocalUserLimiter>,
     user: CurrentUser,
     Path(voucher_id): Path<u64>,
+    idempotency: IdempotencyKey,
+) -> Response {
+    let caller = format!("user:{}", user.id);
+    let order = order(seckill, order_limit, user.id, voucher_id);
+    idempotency.run(&caller, format!("order voucher {voucher_id}"), async { order.await.into_response() }).await
+}
+
+async fn order(
+    seckill: Seckill,
+    order_limit: LocalUserLimiter,
+    user_id: u64,
+    voucher_id: u64,
 ) -> ApiResult<Reply<String>> {
-    let placed = match order_limit.hit(user.id, "too many orders; slow down") {
-        Ok(()) => seckill.place(user.id, voucher_id).await.map_err(ApiError::from),
+    let placed = match order_limit.hit(user_id, "too many orders; slow down") {
+        Ok(()) => seckill.place(user_id, voucher_id).await.map_err(ApiError::from),
         Err(refused) => Err(refused),
     };
     let outcome =

@@ -173,13 +173,26 @@ impl Seckill {
         }
     }
 
-    /// A seckill voucher just created is put on sale: in the asynchronous
-    /// mode whatever Redis held under its id goes, its keys are loaded and
-    /// the consumers start reading its stream.
+    /// A seckill voucher is being created, its row not yet committed: in
+    /// the asynchronous mode whatever Redis held under its id goes. An
+    /// error here fails the creation, with nothing created.
     pub async fn prepare_sale(&self, voucher_id: u64) -> SeckillResult<()> {
         match &self.0.mode {
             Mode::Sync(_) => Ok(()),
-            Mode::Async { orders, .. } => orders.open(voucher_id).await,
+            Mode::Async { orders, .. } => orders.clear_stale(voucher_id).await,
+        }
+    }
+
+    /// A seckill voucher was created: in the asynchronous mode its keys are
+    /// loaded and the consumers start reading its stream. Only a head
+    /// start: the first order loads what is missing, so a failure here is
+    /// logged and the creation still succeeds (answering 503 for a voucher
+    /// that exists would make the admin create it twice).
+    pub async fn open_sale(&self, voucher_id: u64) {
+        if let Mode::Async { orders, .. } = &self.0.mode
+            && let Err(err) = orders.load(voucher_id).await
+        {
+            tracing::warn!(voucher_id, error = %err, "loading a new voucher's keys failed; its first order loads them");
         }
     }
 

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use axum::{
     Router,
     extract::{FromRef, State},
+    response::{IntoResponse, Response},
     routing::{get, post, put},
 };
 use sqlx::MySqlPool;
@@ -25,6 +26,7 @@ use crate::{
         envelope::{Done, Failure, Success},
         extract::{Json, Path},
         failures::{BadPath, Forbidden, RateLimited, Unavailable},
+        idempotency::{Idempotency, IdempotencyKey},
         ratelimit::RateLimiter,
     },
     seckill::{self, Seckill},
@@ -45,6 +47,7 @@ where
     Arc<Config>: FromRef<S>,
     RateLimiter: FromRef<S>,
     TrustedProxies: FromRef<S>,
+    Idempotency: FromRef<S>,
 {
     Router::new()
         .route("/voucher", post(create_voucher))
@@ -135,44 +138,72 @@ pub(crate) async fn set_stock(
 }
 
 #[utoipa::path(post, path = "/voucher", tag = "voucher", security(("adminKey" = [])), request_body = VoucherForm,
+    params(("Idempotency-Key" = Option<String>, Header, description = "a retry with the same key and body gets the first answer again (24 h) instead of a second voucher")),
     responses(
         (status = 200, description = "the new voucher's id", body = Success<u64>),
         (status = 400, description = "VALIDATION: a field missing, unknown or out of range", body = Failure),
+        (status = 409, description = "IDEMPOTENCY_IN_FLIGHT: the same Idempotency-Key is still running", body = Failure),
+        (status = 422, description = "IDEMPOTENCY_KEY_REUSED: the Idempotency-Key came with another body", body = Failure),
         Forbidden, RateLimited, Unavailable,
     ))]
 pub(crate) async fn create_voucher(
     State(db): State<MySqlPool>,
     _admin: Admin,
+    idempotency: IdempotencyKey,
     Json(form): Json<VoucherForm>,
-) -> ApiResult<Reply<u64>> {
-    let voucher = form.into_ordinary()?;
-    let id = insert_voucher(&db, &voucher).await?;
-    Ok(Reply::data(id))
+) -> Response {
+    let request = format!("POST /voucher {}", fingerprint(&form));
+    let create = async move {
+        let voucher = form.into_ordinary()?;
+        let id = insert_voucher(&db, &voucher).await?;
+        ApiResult::Ok(Reply::data(id))
+    };
+    idempotency.run(ADMIN_CALLER, request, async { create.await.into_response() }).await
 }
 
 /// Both rows in one transaction: a seckill voucher never exists half-made.
+/// Once they are committed the answer is the id, whatever Redis says: a 503
+/// then would make the admin create the voucher twice.
 #[utoipa::path(post, path = "/voucher/seckill", tag = "voucher", security(("adminKey" = [])), request_body = VoucherForm,
     description = "`stock`, `beginTime` and `endTime` are required here.",
+    params(("Idempotency-Key" = Option<String>, Header, description = "a retry with the same key and body gets the first answer again (24 h) instead of a second voucher")),
     responses(
         (status = 200, description = "the new voucher's id", body = Success<u64>),
         (status = 400, description = "VALIDATION: a field missing, unknown or out of range, or the window ends before it begins", body = Failure),
+        (status = 409, description = "IDEMPOTENCY_IN_FLIGHT: the same Idempotency-Key is still running", body = Failure),
+        (status = 422, description = "IDEMPOTENCY_KEY_REUSED: the Idempotency-Key came with another body", body = Failure),
         Forbidden, RateLimited, Unavailable,
     ))]
 pub(crate) async fn create_seckill_voucher(
     State(db): State<MySqlPool>,
     State(sales): State<Seckill>,
     _admin: Admin,
+    idempotency: IdempotencyKey,
     Json(form): Json<VoucherForm>,
-) -> ApiResult<Reply<u64>> {
-    let (voucher, sale) = form.into_seckill()?;
-    let mut tx = db.begin().await?;
-    let id = insert_voucher(&mut *tx, &voucher).await?;
-    let (begin, end) = (sale.begin_time.naive_utc(), sale.end_time.naive_utc());
-    seckill::insert_sale(&mut *tx, id, sale.stock.into(), begin, end).await?;
-    tx.commit().await?;
-    tracing::info!(voucher_id = id, stock = sale.stock, "seckill voucher created");
-    sales.prepare_sale(id).await?;
-    Ok(Reply::data(id))
+) -> Response {
+    let request = format!("POST /voucher/seckill {}", fingerprint(&form));
+    let create = async move {
+        let (voucher, sale) = form.into_seckill()?;
+        let mut tx = db.begin().await?;
+        let id = insert_voucher(&mut *tx, &voucher).await?;
+        let (begin, end) = (sale.begin_time.naive_utc(), sale.end_time.naive_utc());
+        seckill::insert_sale(&mut *tx, id, sale.stock.into(), begin, end).await?;
+        sales.prepare_sale(id).await?;
+        tx.commit().await?;
+        tracing::info!(voucher_id = id, stock = sale.stock, "seckill voucher created");
+        sales.open_sale(id).await;
+        ApiResult::Ok(Reply::data(id))
+    };
+    idempotency.run(ADMIN_CALLER, request, async { create.await.into_response() }).await
+}
+
+/// Whose idempotency keys voucher creation uses: the one admin key's.
+const ADMIN_CALLER: &str = "admin";
+
+/// What makes two creations the same request: the form as parsed, so
+/// spacing and field order do not matter.
+fn fingerprint(form: &VoucherForm) -> String {
+    serde_json::to_string(form).expect("a form serialises")
 }
 
 async fn insert_voucher<'e>(db: impl sqlx::MySqlExecutor<'e>, voucher: &NewVoucher) -> sqlx::Result<u64> {

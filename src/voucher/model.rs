@@ -29,7 +29,7 @@ const STORABLE_TIMES: std::ops::RangeInclusive<NaiveDateTime> =
 
 /// What an admin posts. Unknown fields are rejected, so a typo such as
 /// `stok` is a 400 instead of a voucher silently created without stock.
-#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[derive(Debug, Deserialize, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub(crate) struct VoucherForm {
     pub shop_id: u64,

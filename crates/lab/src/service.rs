@@ -51,7 +51,8 @@ pub async fn run(
     let now = Utc::now().naive_utc();
     let (begin, end) = (now - chrono::Duration::minutes(1), now + chrono::Duration::days(1));
     seckill::insert_sale(&state.db, voucher, scale.stock as i64, begin, end).await?;
-    state.seckill.prepare_sale(voucher).await.context("putting the voucher on sale")?;
+    state.seckill.prepare_sale(voucher).await.context("clearing stale keys")?;
+    state.seckill.open_sale(voucher).await;
 
     let started = Instant::now();
     let sales = state.seckill.clone();

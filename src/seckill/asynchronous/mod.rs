@@ -284,13 +284,15 @@ impl AsyncOrders {
         Ok(store::existing_orders(&self.db, &[order_id]).await?.get(&order_id) == Some(&order))
     }
 
-    /// Puts a voucher that was just created on sale. Nothing in Redis can
-    /// belong to it yet: keys under its id were left by another database
-    /// whose voucher had the same id (a Redis that outlived its database),
-    /// and would sell its stock, refuse its buyers or persist its pending
-    /// orders as this voucher's. They go, all of them in one DEL (one slot),
-    /// and the keys are loaded from MariaDB.
-    pub(super) async fn open(&self, voucher_id: u64) -> SeckillResult<()> {
+    /// Clears the way for a voucher being created, before its row is
+    /// committed. Nothing in Redis can belong to it yet: keys under its id
+    /// were left by another database whose voucher had the same id (a Redis
+    /// that outlived its database), and would sell its stock, refuse its
+    /// buyers or persist its pending orders as this voucher's. They go, all
+    /// of them in one DEL (one slot). Before the commit, so a Redis that
+    /// cannot be reached fails the creation with nothing created; no order
+    /// can load keys meanwhile, as MariaDB has no row for it yet.
+    pub(super) async fn clear_stale(&self, voucher_id: u64) -> SeckillResult<()> {
         let sk = self.keys.seckill(voucher_id);
         let stale: u64 = redis::cmd("DEL")
             .arg(&sk.stock)
@@ -309,7 +311,7 @@ impl AsyncOrders {
                 "a new voucher found keys another voucher left under its id; removed"
             );
         }
-        self.load(voucher_id).await
+        Ok(())
     }
 
     /// Loads a voucher's keys from MariaDB unless they are all there, and makes

@@ -1,0 +1,194 @@
+//! `Idempotency-Key` on the order route and on voucher creation, black-box:
+//! a retry gets the first answer, whichever instance it reaches; a key
+//! still running is a 409, a key reused for another request a 422; answers
+//! that say nothing final are not kept.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{ADMIN_KEY, TestApp, expect_error, expect_ok, seckill_body};
+use reqwest::{Response, StatusCode};
+use serde_json::{Value, json};
+
+async fn order_with_key(app: &TestApp, voucher: u64, token: &str, key: &str) -> Response {
+    app.client
+        .post(app.url(&format!("/voucher-order/seckill/{voucher}")))
+        .header("authorization", token)
+        .header("idempotency-key", key)
+        .send()
+        .await
+        .unwrap()
+}
+
+fn replayed(resp: &Response) -> bool {
+    resp.headers().get("idempotent-replayed").is_some_and(|v| v == "true")
+}
+
+#[tokio::test]
+async fn a_retried_order_gets_its_first_answer_from_either_instance_and_makes_no_second_row() {
+    let app = TestApp::spawn().await;
+    let peer = app.spawn_peer(|_| {}).await;
+    let voucher = app.open_seckill(5).await;
+    let users = app.seed_users(2).await;
+    let (_, token) = &users[0];
+
+    let first = order_with_key(&app, voucher, token, "key-1").await;
+    assert!(!replayed(&first));
+    let id = expect_ok(first).await["data"].clone();
+    for target in [&app, &peer, &app] {
+        let again = order_with_key(target, voucher, token, "key-1").await;
+        assert!(replayed(&again), "{:?}", again.headers());
+        assert_eq!(expect_ok(again).await["data"], id, "the first answer, again");
+    }
+    assert_eq!(app.orders_of(voucher).await, (1, 1));
+
+    // The key is the user's own: another user's same key is another request.
+    expect_ok(order_with_key(&app, voucher, &users[1].1, "key-1").await).await;
+    assert_eq!(app.orders_of(voucher).await, (2, 2));
+
+    // The same key for another voucher is refused, and orders nothing.
+    let other = app.open_seckill(5).await;
+    expect_error(
+        order_with_key(&app, other, token, "key-1").await,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "IDEMPOTENCY_KEY_REUSED",
+    )
+    .await;
+    assert_eq!(app.orders_of(other).await, (0, 0));
+}
+
+#[tokio::test]
+async fn a_failure_is_replayed_too_while_a_new_key_is_asked_afresh() {
+    let app = TestApp::spawn().await;
+    let voucher = app.open_seckill(0).await;
+    let users = app.seed_users(1).await;
+    let token = &users[0].1;
+    expect_error(order_with_key(&app, voucher, token, "sold-out").await, StatusCode::CONFLICT, "SOLD_OUT").await;
+    expect_ok(app.set_stock(voucher, json!(1)).await).await;
+    let again = order_with_key(&app, voucher, token, "sold-out").await;
+    assert!(replayed(&again));
+    expect_error(again, StatusCode::CONFLICT, "SOLD_OUT").await;
+    expect_ok(order_with_key(&app, voucher, token, "fresh").await).await;
+}
+
+#[tokio::test]
+async fn the_same_key_while_its_first_request_runs_is_a_conflict_and_a_503_is_not_kept() {
+    let app = TestApp::spawn_with(|c| c.seckill.request_deadline_ms = 1_500).await;
+    let voucher = app.open_seckill(5).await;
+    let users = app.seed_users(1).await;
+    let token = users[0].1.clone();
+
+    // The first order waits at the held row; its twin is told to wait.
+    let held = app.hold_stock_row(voucher).await;
+    let api = app.api.clone();
+    let first = {
+        let token = token.clone();
+        tokio::spawn(async move {
+            api.client
+                .post(api.url(&format!("/voucher-order/seckill/{voucher}")))
+                .header("authorization", token)
+                .header("idempotency-key", "slow")
+                .send()
+                .await
+                .unwrap()
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    expect_error(order_with_key(&app, voucher, &token, "slow").await, StatusCode::CONFLICT, "IDEMPOTENCY_IN_FLIGHT")
+        .await;
+    // The held row outlasts the deadline: 503, nothing committed, not kept.
+    expect_error(first.await.unwrap(), StatusCode::SERVICE_UNAVAILABLE, "UNAVAILABLE").await;
+    held.rollback().await.unwrap();
+    let retried = order_with_key(&app, voucher, &token, "slow").await;
+    assert!(!replayed(&retried), "a 503 says nothing final: the retry runs");
+    let id = expect_ok(retried).await["data"].clone();
+    let again = order_with_key(&app, voucher, &token, "slow").await;
+    assert_eq!(expect_ok(again).await["data"], id);
+    assert_eq!(app.orders_of(voucher).await, (1, 1));
+}
+
+#[tokio::test]
+async fn twenty_racing_retries_of_one_key_make_one_order_and_every_success_names_it() {
+    let app = TestApp::spawn().await;
+    let voucher = app.open_seckill(5).await;
+    let users = app.seed_users(1).await;
+    let token = &users[0].1;
+    let answers = futures::future::join_all((0..20).map(|_| order_with_key(&app, voucher, token, "race"))).await;
+    let mut ids = std::collections::BTreeSet::new();
+    for resp in answers {
+        match resp.status() {
+            StatusCode::OK => {
+                ids.insert(expect_ok(resp).await["data"].as_str().unwrap().to_owned());
+            }
+            _ => {
+                expect_error(resp, StatusCode::CONFLICT, "IDEMPOTENCY_IN_FLIGHT").await;
+            }
+        }
+    }
+    assert_eq!(ids.len(), 1, "one order, named by every success: {ids:?}");
+    assert_eq!(app.orders_of(voucher).await, (1, 1));
+}
+
+#[tokio::test]
+async fn bad_keys_are_refused_in_the_envelope() {
+    let app = TestApp::spawn().await;
+    let voucher = app.open_seckill(5).await;
+    let users = app.seed_users(1).await;
+    for bad in [String::new(), "k".repeat(256), "with space".to_owned()] {
+        expect_error(order_with_key(&app, voucher, &users[0].1, &bad).await, StatusCode::BAD_REQUEST, "VALIDATION")
+            .await;
+    }
+    // 255 is fine.
+    expect_ok(order_with_key(&app, voucher, &users[0].1, &"k".repeat(255)).await).await;
+}
+
+async fn create_with_key(app: &TestApp, body: &Value, key: &str) -> Response {
+    app.client
+        .post(app.url("/voucher/seckill"))
+        .header("x-admin-key", ADMIN_KEY)
+        .header("idempotency-key", key)
+        .json(body)
+        .send()
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_retried_voucher_creation_makes_one_voucher_and_another_body_under_its_key_is_refused() {
+    let app = TestApp::spawn().await;
+    let now = chrono::Utc::now();
+    let body = seckill_body(
+        7,
+        &(now - chrono::Duration::minutes(1)).to_rfc3339(),
+        &(now + chrono::Duration::hours(1)).to_rfc3339(),
+    );
+    let first = expect_ok(create_with_key(&app, &body, "create-1").await).await["data"].clone();
+    let again = create_with_key(&app, &body, "create-1").await;
+    assert!(replayed(&again));
+    assert_eq!(expect_ok(again).await["data"], first);
+    let count: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM tb_seckill_voucher").fetch_one(&app.db).await.unwrap();
+    assert_eq!(count, 1);
+
+    let mut other = body.clone();
+    other["stock"] = json!(8);
+    expect_error(
+        create_with_key(&app, &other, "create-1").await,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "IDEMPOTENCY_KEY_REUSED",
+    )
+    .await;
+    // A wrong admin key claims nothing: the right one still creates.
+    let wrong = app
+        .client
+        .post(app.url("/voucher/seckill"))
+        .header("x-admin-key", "not-the-key-not-the-key-not")
+        .header("idempotency-key", "create-2")
+        .json(&other)
+        .send()
+        .await
+        .unwrap();
+    expect_error(wrong, StatusCode::FORBIDDEN, "FORBIDDEN").await;
+    let second = expect_ok(create_with_key(&app, &other, "create-2").await).await["data"].clone();
+    assert_ne!(second, first);
+}
