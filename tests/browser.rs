@@ -155,7 +155,24 @@ async fn in_a_browser_a_buyer_logs_in_buys_sees_the_order_and_is_told_already_bo
     page.find(Locator::Id("login")).await.unwrap().click().await.unwrap();
     wait_text(&page, "#message", |t| t == "Logged in.").await;
 
-    // Buy: the message names the order, and "my orders" lists it.
+    // Buy, and lose the first answer on the way back (the order is made,
+    // the page sees a network error): the page sends the same order again
+    // with the same Idempotency-Key and is told the first answer.
+    page.execute(
+        r#"const real = window.fetch; window.lostAnswers = 0;
+           window.fetch = async (url, opts) => {
+             const res = await real(url, opts);
+             if (String(url).includes("/voucher-order/seckill/") && window.lostAnswers === 0) {
+               window.lostAnswers = 1;
+               throw new TypeError("the answer was lost");
+             }
+             return res;
+           };"#,
+        vec![],
+    )
+    .await
+    .unwrap();
+    // The message names the order, and "my orders" lists it.
     buy_button(&page, on_sale).await.click().await.unwrap();
     let bought = wait_text(&page, "#message", |t| t.starts_with("Bought!")).await;
     let db = hmdp::startup::connect_database(&env("DATABASE_URL"), 1).await.unwrap();
@@ -165,6 +182,8 @@ async fn in_a_browser_a_buyer_logs_in_buys_sees_the_order_and_is_told_already_bo
         .await
         .unwrap();
     assert_eq!(bought, format!("Bought! Order {order_id}."));
+    let lost = page.execute("return window.lostAnswers", vec![]).await.unwrap();
+    assert_eq!(lost.as_u64(), Some(1), "the first answer was lost, and the retry was told the first order");
     wait_text(&page, "#orders", |t| t.contains(&order_id.to_string()) && t.contains("CONFIRMED")).await;
     wait_text(&page, &format!("li[data-voucher=\"{on_sale}\"]"), |t| t.contains("Stock: 4")).await;
 

@@ -5,6 +5,7 @@
 const MESSAGES = {
   SOLD_OUT: "Sold out.",
   DUPLICATE_ORDER: "You already bought this voucher.",
+  IDEMPOTENCY_IN_FLIGHT: "Your order is still being placed: check your orders in a moment.",
   NOT_STARTED: "The sale has not started yet.",
   ENDED: "The sale has ended.",
   TOO_MANY_REQUESTS: "Too many requests: wait a moment and try again.",
@@ -22,23 +23,37 @@ let pollTimer = null;
 
 function token() { return localStorage.getItem(TOKEN_KEY); }
 
-async function call(method, path, body) {
-  const headers = {};
+// `extra`: more request headers (an Idempotency-Key). The answer's JSON
+// gets `retryable` when the request may be sent again: a network error, a
+// 502 or 503, or the same key still running.
+async function call(method, path, body, extra) {
+  const headers = Object.assign({}, extra);
   if (token()) headers.authorization = token();
   if (body !== undefined) headers["content-type"] = "application/json";
   let res;
   try {
     res = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
   } catch (e) {
-    return { success: false, errorCode: "UNAVAILABLE" };
+    return { success: false, errorCode: "UNAVAILABLE", retryable: true };
   }
   const date = Date.parse(res.headers.get("date") || "");
   if (!Number.isNaN(date)) serverSkewMs = date - Date.now();
   let json;
   try { json = await res.json(); } catch (e) { json = { success: false, errorCode: res.status >= 500 ? "UNAVAILABLE" : "VALIDATION" }; }
   if (res.status === 401) { localStorage.removeItem(TOKEN_KEY); showLoggedOut(); }
+  json.retryable = res.status === 502 || res.status === 503 || json.errorCode === "IDEMPOTENCY_IN_FLIGHT";
   return json;
 }
+
+// One key per click: a retry of the same click is the same order, and the
+// service answers it with the first answer instead of a second order.
+function newKey() {
+  if (window.crypto && crypto.randomUUID) return crypto.randomUUID();
+  return Date.now().toString(36) + "-" + Math.random().toString(36).slice(2) + Math.random().toString(36).slice(2);
+}
+
+const RETRY_PAUSES_MS = [300, 700, 1500, 3000, 5000];
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 function say(text, ok) {
   const m = $("message");
@@ -152,7 +167,14 @@ async function loadVouchers() {
 async function order(voucherId, button) {
   button.disabled = true;
   button.dataset.busy = "1";
-  const json = await call("POST", "/voucher-order/seckill/" + voucherId);
+  const key = { "idempotency-key": newKey() };
+  let json = await call("POST", "/voucher-order/seckill/" + voucherId, undefined, key);
+  for (const pause of RETRY_PAUSES_MS) {
+    if (!json.retryable) break;
+    say("Still trying…", true);
+    await sleep(pause);
+    json = await call("POST", "/voucher-order/seckill/" + voucherId, undefined, key);
+  }
   delete button.dataset.busy;
   button.disabled = false;
   if (json.success) {
