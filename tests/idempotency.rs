@@ -192,3 +192,50 @@ async fn a_retried_voucher_creation_makes_one_voucher_and_another_body_under_its
     let second = expect_ok(create_with_key(&app, &other, "create-2").await).await["data"].clone();
     assert_ne!(second, first);
 }
+
+#[tokio::test]
+async fn a_running_request_keeps_its_key_past_the_claim_bound_and_a_dead_ones_key_lapses() {
+    let app = TestApp::spawn_with(|c| c.seckill.request_deadline_ms = 9_000).await;
+    let voucher = app.open_seckill(5).await;
+    let users = app.seed_users(2).await;
+    let token = users[0].1.clone();
+
+    // A request held for 6.5 s at the row renews its 5 s claim meanwhile.
+    let held = app.hold_stock_row(voucher).await;
+    let api = app.api.clone();
+    let first = {
+        let token = token.clone();
+        tokio::spawn(async move {
+            api.client
+                .post(api.url(&format!("/voucher-order/seckill/{voucher}")))
+                .header("authorization", token)
+                .header("idempotency-key", "long")
+                .send()
+                .await
+                .unwrap()
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(6_500)).await;
+    expect_error(order_with_key(&app, voucher, &token, "long").await, StatusCode::CONFLICT, "IDEMPOTENCY_IN_FLIGHT")
+        .await;
+    held.rollback().await.unwrap();
+    let id = expect_ok(first.await.unwrap()).await["data"].clone();
+    assert_eq!(expect_ok(order_with_key(&app, voucher, &token, "long").await).await["data"], id);
+
+    // The claim of a request whose instance died is never renewed: it
+    // lapses within the bound, and the retry runs.
+    let (other_user, other_token) = users[1].clone();
+    let claim = json!({ "request": format!("order voucher {voucher}"), "claim": "of-a-dead-instance" }).to_string();
+    let key = app.keys.idempotency(&format!("user:{other_user}"), "orphan");
+    let _: () =
+        redis::cmd("SET").arg(&key).arg(&claim).arg("PX").arg(5_000).query_async(&mut app.redis.clone()).await.unwrap();
+    expect_error(
+        order_with_key(&app, voucher, &other_token, "orphan").await,
+        StatusCode::CONFLICT,
+        "IDEMPOTENCY_IN_FLIGHT",
+    )
+    .await;
+    tokio::time::sleep(Duration::from_millis(5_200)).await;
+    expect_ok(order_with_key(&app, voucher, &other_token, "orphan").await).await;
+    assert_eq!(app.orders_of(voucher).await, (2, 2));
+}

@@ -39,9 +39,13 @@ pub(crate) const IDEMPOTENT_REPLAYED: HeaderName = HeaderName::from_static("idem
 /// The draft leaves the length open; Stripe's bound, which the contract
 /// took.
 const KEY_MAX: usize = 255;
-/// A claim outlives the longest request (deadline at most 25 s, nginx's
-/// 30 s): a request that died with its instance frees its key after this.
-const CLAIM_FOR: Duration = Duration::from_secs(60);
+/// A claim lapses this long after its request last said it still runs, so
+/// a request that died with its instance frees its key within seconds and
+/// the client's retry runs (and finds what the dead one did: its order,
+/// as `DUPLICATE_ORDER` with the id). A live request renews its claim
+/// every `CLAIM_RENEW`.
+const CLAIM_FOR: Duration = Duration::from_secs(5);
+const CLAIM_RENEW: Duration = Duration::from_secs(1);
 /// How long an answer is kept.
 const KEPT_FOR: Duration = Duration::from_secs(24 * 60 * 60);
 /// A body larger than this is not kept (the API's bodies are small).
@@ -137,7 +141,16 @@ impl IdempotencyKey {
                 Err(err) => return ApiError::from(err).into_response(),
             };
             if set.is_some() {
-                let answer = work.await;
+                let renew = async {
+                    loop {
+                        tokio::time::sleep(CLAIM_RENEW).await;
+                        self.store.end(&redis_key, &claimed, Ending::Extend).await;
+                    }
+                };
+                let answer = tokio::select! {
+                    answer = work => answer,
+                    never = renew => never,
+                };
                 return self.store.finish(&redis_key, &claimed, &claim.request, answer).await;
             }
             let held: Option<String> = match redis::cmd("GET").arg(&redis_key).query_async(&mut redis).await {
@@ -172,36 +185,56 @@ impl Idempotency {
         let bytes = match axum::body::to_bytes(body, ANSWER_MAX).await {
             Ok(bytes) => bytes,
             Err(err) => {
-                self.end(redis_key, claimed, String::new()).await;
+                self.end(redis_key, claimed, Ending::Drop).await;
                 return ApiError::internal(anyhow::anyhow!("reading an answer to keep it: {err}")).into_response();
             }
         };
-        let record = keep.then(|| {
+        let ending = if keep {
             let body = String::from_utf8_lossy(&bytes).into_owned();
             let record =
                 Record { request: request.to_owned(), claim: None, status: Some(status.as_u16()), body: Some(body) };
-            serde_json::to_string(&record).expect("a record serialises")
-        });
-        self.end(redis_key, claimed, record.unwrap_or_default()).await;
+            Ending::Keep(serde_json::to_string(&record).expect("a record serialises"))
+        } else {
+            Ending::Drop
+        };
+        self.end(redis_key, claimed, ending).await;
         Response::from_parts(parts, Body::from(bytes))
     }
 
-    /// A failure here leaves the claim to expire: retries meanwhile get 409,
+    /// A failure here leaves the claim to lapse: retries meanwhile get 409,
     /// then run again.
-    async fn end(&self, redis_key: &str, claimed: &str, record: String) {
+    async fn end(&self, redis_key: &str, claimed: &str, ending: Ending) {
+        let (action, record, ttl) = match &ending {
+            Ending::Extend => ("extend", "", CLAIM_FOR),
+            Ending::Keep(record) => ("keep", record.as_str(), KEPT_FOR),
+            Ending::Drop => ("drop", "", CLAIM_FOR),
+        };
         let ended: redis::RedisResult<i64> = FINISH
             .key(redis_key)
             .arg(claimed)
+            .arg(action)
             .arg(record)
-            .arg(KEPT_FOR.as_millis() as u64)
+            .arg(ttl.as_millis() as u64)
             .invoke_async(&mut self.redis.clone())
             .await;
         match ended {
             Ok(1) => {}
-            Ok(_) => tracing::warn!(key = redis_key, "an idempotency claim outlived its bound; the answer is not kept"),
-            Err(err) => tracing::warn!(key = redis_key, error = %err, "ending an idempotency claim failed; it expires"),
+            Ok(_) => tracing::warn!(key = redis_key, action, "an idempotency claim lapsed while its request ran"),
+            Err(err) => {
+                tracing::warn!(key = redis_key, action, error = %err, "renewing or ending an idempotency claim failed")
+            }
         }
     }
+}
+
+/// What becomes of a claim.
+enum Ending {
+    /// Its request still runs.
+    Extend,
+    /// The answer, kept `KEPT_FOR`.
+    Keep(String),
+    /// The answer says nothing final: the key is free again.
+    Drop,
 }
 
 fn replay(status: u16, body: String) -> Response {

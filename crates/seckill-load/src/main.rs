@@ -68,6 +68,12 @@ struct Args {
     /// Requests per user; above 1 it is a duplicate storm.
     #[arg(long, default_value_t = 1)]
     requests_per_user: usize,
+    /// Clients that retry: every order carries an `Idempotency-Key` and
+    /// is sent again, with the same key, up to this many times after no
+    /// answer, a 502, a 503 or a key still in flight (as the sale page
+    /// does). The report counts each order once, by its last answer.
+    #[arg(long, default_value_t = 0)]
+    retries: u32,
     /// Also write the report and the audit as JSON.
     #[arg(long)]
     json: Option<PathBuf>,
@@ -133,6 +139,9 @@ async fn main() -> anyhow::Result<()> {
     let tokens = Arc::new(tokens);
     let next = Arc::new(AtomicUsize::new(0));
     let done = Arc::new(AtomicUsize::new(0));
+    let retried = Arc::new(AtomicUsize::new(0));
+    // Keys of this run: another run's keys never meet them.
+    let run = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_nanos();
     let base = args.base_url.trim_end_matches('/');
     let (method, url) = if args.ceiling {
         (reqwest::Method::GET, format!("{base}/user/me"))
@@ -155,6 +164,7 @@ async fn main() -> anyhow::Result<()> {
         .map(|w| {
             let (client, jobs, tokens, next, done, url, method) =
                 (client.clone(), jobs.clone(), tokens.clone(), next.clone(), done.clone(), url.clone(), method.clone());
+            let (retries, retried) = (args.retries, retried.clone());
             let delay = Duration::from_secs_f64(args.ramp_up * w as f64 / args.concurrency as f64);
             tokio::spawn(async move {
                 tokio::time::sleep(delay).await;
@@ -168,7 +178,18 @@ async fn main() -> anyhow::Result<()> {
                         tokio::time::sleep_until((paced_from + Duration::from_secs_f64(i as f64 / rate)).into()).await;
                     }
                     let sent = Instant::now();
-                    let (outcome, order_id, other) = call(&client, method.clone(), &url, &tokens[user].token).await;
+                    let key = (retries > 0).then(|| format!("load-{run}-{i}"));
+                    let mut attempt = 0;
+                    let (outcome, order_id, other) = loop {
+                        let answer = call(&client, method.clone(), &url, &tokens[user].token, key.as_deref()).await;
+                        if attempt >= retries || !retryable(&answer) {
+                            break answer;
+                        }
+                        attempt += 1;
+                        retried.fetch_add(1, Ordering::Relaxed);
+                        tokio::time::sleep(Duration::from_millis(200 * u64::from(attempt)).min(Duration::from_secs(2)))
+                            .await;
+                    };
                     recorder.record(outcome, sent, Instant::now());
                     if let Some(what) = other {
                         *others.entry(what).or_default() += 1;
@@ -193,6 +214,10 @@ async fn main() -> anyhow::Result<()> {
     }
     if !others.is_empty() {
         eprintln!("other answers, by status: {others:?}");
+    }
+    let retried = retried.load(Ordering::Relaxed);
+    if args.retries > 0 {
+        eprintln!("retries with the same Idempotency-Key: {retried}");
     }
     progress.abort();
     eprintln!();
@@ -258,6 +283,7 @@ async fn main() -> anyhow::Result<()> {
             "report": summary,
             "rowsLandedSecs": rows_landed.map(|at| (at - first_sent).as_secs_f64()),
             "otherAnswers": others,
+            "retried": retried,
             "audit": audit,
         });
         std::fs::write(path, serde_json::to_string_pretty(&doc)?)
@@ -333,13 +359,30 @@ fn retry_until(deadline: Instant, what: &str, err: impl Into<anyhow::Error>) -> 
 /// The outcome, the order id when the answer names one, and for an
 /// unexpected answer what it was, by status (`HTTP 500 INTERNAL`,
 /// `HTTP 502 not an envelope`, `no answer: timeout`).
+/// What a retrying client sends again: no answer, a 502, a 503, or its
+/// key still in flight.
+fn retryable(answer: &(Outcome, Option<i64>, Option<String>)) -> bool {
+    match answer {
+        (Outcome::Unavailable, ..) => true,
+        (Outcome::Other, _, Some(what)) => {
+            what.starts_with("no answer") || what.starts_with("HTTP 502") || what.contains("IDEMPOTENCY_IN_FLIGHT")
+        }
+        _ => false,
+    }
+}
+
 async fn call(
     client: &reqwest::Client,
     method: reqwest::Method,
     url: &str,
     token: &str,
+    idempotency_key: Option<&str>,
 ) -> (Outcome, Option<i64>, Option<String>) {
-    let resp = match client.request(method, url).header("authorization", token).send().await {
+    let mut request = client.request(method, url).header("authorization", token);
+    if let Some(key) = idempotency_key {
+        request = request.header("idempotency-key", key);
+    }
+    let resp = match request.send().await {
         Ok(resp) => resp,
         Err(err) => {
             let kind = if err.is_timeout() {
