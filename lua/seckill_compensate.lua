@@ -4,7 +4,7 @@
 -- Once: the pending entry is the proof that nothing was given back yet (a
 -- second call, from another consumer, only sets the stock again).
 -- KEYS[1] stock, KEYS[2] buyers set, KEYS[3] orders stream, KEYS[4] dead
--- stream, KEYS[5] pending hash, KEYS[6] failed hash.
+-- stream, KEYS[5] pending hash, KEYS[6] failed hash, KEYS[7] holders hash.
 -- ARGV[1] stream entry id, ARGV[2] order id, ARGV[3] user id, ARGV[4]
 -- voucher id, ARGV[5] reason, ARGV[6] 1 when the user holds another order
 -- (the buyer slot stays taken), ARGV[7] MariaDB's stock ('' when the row is
@@ -18,6 +18,9 @@ local compensated = 0
 if accepted then
     compensated = 1
     redis.call('HDEL', KEYS[5], ARGV[2])
+    if redis.call('HGET', KEYS[7], ARGV[3]) == ARGV[2] then
+        redis.call('HDEL', KEYS[7], ARGV[3])
+    end
     redis.call('HSET', KEYS[6], ARGV[2], accepted)
     redis.call('XADD', KEYS[4], '*', 'id', ARGV[2], 'userId', ARGV[3], 'voucherId', ARGV[4],
         'accepted', accepted, 'reason', ARGV[5])

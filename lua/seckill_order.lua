@@ -1,6 +1,7 @@
 -- One asynchronous seckill order, decided atomically in Redis.
 -- KEYS[1] stock, KEYS[2] window hash, KEYS[3] buyers set, KEYS[4] orders
--- stream, KEYS[5] pending hash; all share the voucher's hash tag.
+-- stream, KEYS[5] pending hash, KEYS[6] holders hash (user -> pending
+-- order); all share the voucher's hash tag.
 -- ARGV[1] user id, ARGV[2] order id, ARGV[3] voucher id.
 -- Returns 0 accepted, 1 not loaded, 2 not started, 3 ended, 4 already
 -- bought, 5 sold out, 6 off the shelf.
@@ -25,4 +26,5 @@ redis.call('DECR', KEYS[1])
 redis.call('SADD', KEYS[3], ARGV[1])
 redis.call('XADD', KEYS[4], '*', 'id', ARGV[2], 'userId', ARGV[1], 'voucherId', ARGV[3], 'ts', now)
 redis.call('HSET', KEYS[5], ARGV[2], ARGV[1] .. ':' .. now)
+redis.call('HSET', KEYS[6], ARGV[1], ARGV[2])
 return 0

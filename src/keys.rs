@@ -76,6 +76,7 @@ impl Keys {
             dead: key("dead"),
             pending: key("pending"),
             failed: key("failed"),
+            holders: key("holders"),
         }
     }
 
@@ -106,6 +107,10 @@ pub struct SeckillKeys {
     /// hash: order id -> `<userId>:<ts ms>` of the dead-lettered orders;
     /// what makes an order `FAILED`.
     pub failed: String,
+    /// hash: user id -> order id of every pending order, so a user's
+    /// pending order is found by user (`DUPLICATE_ORDER` names it, `/mine`
+    /// lists it) without reading the whole pending hash.
+    pub holders: String,
 }
 
 #[cfg(test)]

@@ -555,3 +555,58 @@ async fn the_stock_route_mid_sale_keeps_the_pending_orders_and_sells_exactly_the
     assert_eq!(app.orders_of(voucher).await, (5, 5));
     assert_eq!(app.stock_of(voucher).await, 0);
 }
+
+/// A pending order (accepted, not yet in MariaDB) is named by the
+/// DUPLICATE_ORDER of its user's next try and listed by `/mine`, counted
+/// once before and after its row lands.
+#[tokio::test]
+async fn a_pending_order_is_named_by_a_duplicate_and_listed_by_mine() {
+    let app = async_app().await;
+    let users = app.seed_users(1).await;
+    let token = users[0].1.as_str();
+    // Two orders with their rows first.
+    let (older, old) = (app.open_seckill(5).await, app.open_seckill(5).await);
+    let mut persisted = Vec::new();
+    for voucher in [older, old] {
+        persisted.push(expect_ok(app.order(voucher, token).await).await["data"].as_str().unwrap().to_owned());
+        drained(&app, voucher, Duration::from_secs(10)).await;
+    }
+
+    let voucher = app.open_seckill(5).await;
+    let held = app.hold_stock_row(voucher).await;
+    let pending = expect_ok(app.order(voucher, token).await).await["data"].as_str().unwrap().to_owned();
+    let dup = expect_error(app.order(voucher, token).await, StatusCode::CONFLICT, "DUPLICATE_ORDER").await;
+    assert_eq!(dup["data"].as_str(), Some(pending.as_str()), "the pending order is named: {dup}");
+
+    let app = &app;
+    let page = |n: u32| {
+        let path = format!("/voucher-order/mine?page={n}&pageSize=2");
+        async move { app.get(&path, Some(token)).await }
+    };
+    let first = expect_ok(page(1).await).await;
+    assert_eq!(first["total"], 3, "{first}");
+    let listed: Vec<(String, String)> = first["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| (o["id"].as_str().unwrap().to_owned(), o["state"].as_str().unwrap().to_owned()))
+        .collect();
+    assert_eq!(
+        listed,
+        vec![(pending.clone(), "PENDING".to_owned()), (persisted[1].clone(), "CONFIRMED".to_owned())],
+        "{first}"
+    );
+    let second = expect_ok(page(2).await).await;
+    assert_eq!(second["data"][0]["id"].as_str(), Some(persisted[0].as_str()), "{second}");
+    assert_eq!(second["data"].as_array().unwrap().len(), 1);
+
+    held.rollback().await.unwrap();
+    drained(app, voucher, Duration::from_secs(10)).await;
+    let after = expect_ok(page(1).await).await;
+    assert_eq!(after["total"], 3, "counted once after its row landed: {after}");
+    assert_eq!(after["data"][0]["id"].as_str(), Some(pending.as_str()));
+    assert_eq!(after["data"][0]["state"], "CONFIRMED");
+    let holders: std::collections::HashMap<u64, i64> =
+        app.redis.clone().hgetall(app.keys.seckill(voucher).holders).await.unwrap();
+    assert!(holders.is_empty(), "a persisted order leaves the holders hash: {holders:?}");
+}

@@ -79,34 +79,89 @@ async fn in_redis(
         if owner.parse() != Ok(user_id) {
             return Ok(None);
         }
-        let create_time = ts.parse().ok().and_then(DateTime::from_timestamp_millis).unwrap_or_default().naive_utc();
-        return Ok(Some(OrderView {
-            id: order_id,
-            user_id,
-            voucher_id,
-            state,
-            pay_type: None,
-            status: None,
-            create_time,
-            pay_time: None,
-            use_time: None,
-            refund_time: None,
-            update_time: None,
-        }));
+        return Ok(Some(pending_view(order_id, user_id, voucher_id, ts, state)));
     }
     Ok(None)
 }
 
-/// The user's orders that have their row, newest first (ids grow with
-/// time), and how many there are in all.
+/// The user's orders, newest first, and how many there are in all: first
+/// the pending ones (accepted in Redis, not yet persisted: the newest, as
+/// the consumers persist within moments), then those with their row, newest
+/// first (ids grow with time).
 pub(super) async fn list_owned(
-    db: &MySqlPool,
+    rows: Rows<'_>,
+    redis: &mut Redis,
+    keys: &Keys,
     user_id: u64,
     page: u32,
     per_page: u32,
 ) -> SeckillResult<(Vec<OrderView>, u64)> {
+    let pending = pending_of(rows.primary, redis, keys, user_id).await?;
+    let db = rows.replica.unwrap_or(rows.primary);
     let offset = u64::from(page.saturating_sub(1)) * u64::from(per_page);
-    let orders = store::owned_orders(db, user_id, per_page, offset).await?;
-    let total = store::count_owned(db, user_id).await?;
+    let end = offset + u64::from(per_page);
+    let held = pending.len() as u64;
+    let mut orders: Vec<OrderView> =
+        pending.into_iter().skip(offset.min(held) as usize).take((end.min(held) - offset.min(held)) as usize).collect();
+    let (row_from, row_to) = (offset.max(held) - held, end.max(held) - held);
+    if row_to > row_from {
+        let limit = u32::try_from(row_to - row_from).unwrap_or(u32::MAX);
+        orders.extend(store::owned_orders(db, user_id, limit, row_from).await?);
+    }
+    let total = store::count_owned(db, user_id).await? + held;
     Ok((orders, total))
+}
+
+/// The user's pending orders, newest first: one per voucher at most (the
+/// holders hash of each active voucher), those already persisted left out.
+async fn pending_of(db: &MySqlPool, redis: &mut Redis, keys: &Keys, user_id: u64) -> SeckillResult<Vec<OrderView>> {
+    let active: Vec<u64> = redis.smembers(keys.seckill_active()).await?;
+    if active.is_empty() {
+        return Ok(Vec::new());
+    }
+    // The vouchers' hashes live in different slots of a cluster.
+    let lookups = active.iter().map(|&voucher| {
+        let sk = keys.seckill(voucher);
+        let mut redis = redis.clone();
+        async move {
+            let Some(order_id) = redis.hget::<_, _, Option<i64>>(&sk.holders, user_id).await? else {
+                return redis::RedisResult::Ok(None);
+            };
+            let accepted: Option<String> = redis.hget(&sk.pending, order_id).await?;
+            Ok(accepted.map(|accepted| (voucher, order_id, accepted)))
+        }
+    });
+    let found: Vec<(u64, i64, String)> = futures::future::try_join_all(lookups).await?.into_iter().flatten().collect();
+    if found.is_empty() {
+        return Ok(Vec::new());
+    }
+    let ids: Vec<i64> = found.iter().map(|(_, id, _)| *id).collect();
+    let persisted = store::existing_orders(db, &ids).await?;
+    let mut views: Vec<OrderView> = found
+        .into_iter()
+        .filter(|(_, id, _)| !persisted.contains_key(id))
+        .filter_map(|(voucher_id, order_id, accepted)| {
+            let (owner, ts) = accepted.split_once(':')?;
+            (owner.parse() == Ok(user_id)).then(|| pending_view(order_id, user_id, voucher_id, ts, OrderState::Pending))
+        })
+        .collect();
+    views.sort_by_key(|v| std::cmp::Reverse(v.id));
+    Ok(views)
+}
+
+fn pending_view(order_id: i64, user_id: u64, voucher_id: u64, ts: &str, state: OrderState) -> OrderView {
+    let create_time = ts.parse().ok().and_then(DateTime::from_timestamp_millis).unwrap_or_default().naive_utc();
+    OrderView {
+        id: order_id,
+        user_id,
+        voucher_id,
+        state,
+        pay_type: None,
+        status: None,
+        create_time,
+        pay_time: None,
+        use_time: None,
+        refund_time: None,
+        update_time: None,
+    }
 }

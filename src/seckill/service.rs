@@ -233,8 +233,10 @@ impl Seckill {
         page: u32,
         per_page: u32,
     ) -> SeckillResult<(Vec<OrderView>, u64)> {
-        // A list may lag a moment behind the orders (the replica's delay).
-        order::list_owned(self.0.replica.as_ref().unwrap_or(&self.0.db), user_id, page, per_page).await
+        // Rows may lag a moment behind the orders (the replica's delay);
+        // pending orders come from Redis, checked against the primary.
+        let rows = order::Rows { primary: &self.0.db, replica: self.0.replica.as_ref() };
+        order::list_owned(rows, &mut self.0.redis.clone(), &self.0.keys, user_id, page, per_page).await
     }
 
     /// The per-user lock service of the synchronous mode.

@@ -189,9 +189,13 @@ impl AsyncOrders {
                     if uncertain && self.accepted_before(owner, order_id).await? {
                         return Ok(self.accepted_on_a_lost_call(order_id));
                     }
-                    // The id when the order already has its row; a pending one's
-                    // is not looked for (it is in no index by user).
-                    let held = store::held_order(&self.db, user_id, voucher_id).await.ok().flatten();
+                    // The order the user holds: pending (by user in the holders
+                    // hash), else its row.
+                    let pending: Option<i64> = self.redis.clone().hget(&keys.holders, user_id).await.ok().flatten();
+                    let held = match pending {
+                        Some(id) => Some(id),
+                        None => store::held_order(&self.db, user_id, voucher_id).await.ok().flatten(),
+                    };
                     return Err(SeckillError::DuplicateOrder(held));
                 }
                 5 => return Err(SeckillError::SoldOut),
@@ -227,6 +231,7 @@ impl AsyncOrders {
             .key(&keys.buyers)
             .key(&keys.orders)
             .key(&keys.pending)
+            .key(&keys.holders)
             .arg(user_id)
             .arg(order_id)
             .arg(voucher_id)
@@ -302,6 +307,7 @@ impl AsyncOrders {
             .arg(&sk.dead)
             .arg(&sk.pending)
             .arg(&sk.failed)
+            .arg(&sk.holders)
             .query_async(&mut self.redis.clone())
             .await?;
         if stale > 0 {
@@ -336,13 +342,19 @@ impl AsyncOrders {
         let persisted: HashSet<i64> = rows.iter().map(|(id, _)| *id).collect();
         let mut buyers: HashSet<u64> = rows.iter().map(|(_, user)| *user).collect();
         let mut unpersisted = 0i64;
+        let mut holders: Vec<(u64, i64)> = Vec::new();
         for (order_id, accepted) in &pending {
             if !persisted.contains(order_id) {
                 unpersisted += 1;
                 if let Some(user) = accepted.split(':').next().and_then(|u| u.parse().ok()) {
                     buyers.insert(user);
+                    holders.push((user, *order_id));
                 }
             }
+        }
+        // Who holds which pending order, as the order script records it.
+        for chunk in holders.chunks(STAGE_CHUNK) {
+            redis.hset_multiple::<_, _, _, ()>(&sk.holders, chunk).await?;
         }
         let stock = (i64::from(db_stock) - unpersisted).max(0);
 

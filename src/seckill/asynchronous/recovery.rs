@@ -125,6 +125,7 @@ impl Recovery {
             .key(&sk.dead)
             .key(&sk.pending)
             .key(&sk.failed)
+            .key(&sk.holders)
             .arg(&entry.stream_id)
             .arg(entry.order_id)
             .arg(entry.user_id)

@@ -66,10 +66,14 @@ impl From<PersistError> for crate::seckill::SeckillError {
     }
 }
 
-/// Persisted (now or before): off the stream and out of the pending hash.
+/// Persisted (now or before): off the stream and out of the pending and
+/// holders hashes.
 pub(super) async fn acknowledge(redis: &Redis, sk: &SeckillKeys, entries: &[Entry]) -> Result<(), PersistError> {
     let stream_ids: Vec<&str> = entries.iter().map(|e| e.stream_id.as_str()).collect();
     let order_ids: Vec<i64> = entries.iter().map(|e| e.order_id).collect();
+    // A user holds one order per voucher in Redis (the buyers set): the
+    // holder entry is this order's.
+    let user_ids: Vec<u64> = entries.iter().map(|e| e.user_id).collect();
     redis::pipe()
         .atomic()
         .xack(&sk.orders, GROUP, &stream_ids)
@@ -77,6 +81,8 @@ pub(super) async fn acknowledge(redis: &Redis, sk: &SeckillKeys, entries: &[Entr
         .xdel(&sk.orders, &stream_ids)
         .ignore()
         .hdel(&sk.pending, &order_ids)
+        .ignore()
+        .hdel(&sk.holders, &user_ids)
         .ignore()
         .exec_async(&mut redis.clone())
         .await?;
