@@ -16,11 +16,15 @@ end
 -- One clock for every instance: Redis's.
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+-- A buyer first: a retry of an order whose first answer was lost must
+-- find the order it placed, even once the window has ended, the stock run
+-- out or the voucher gone off the shelf (the caller then answers with the
+-- order, not with ENDED).
+if redis.call('SISMEMBER', KEYS[3], ARGV[1]) == 1 then return 4 end
 -- The voucher's tb_voucher.status, kept by the load and by the admin route.
 if window[3] and window[3] ~= '1' then return 6 end
 if now < tonumber(window[1]) then return 2 end
 if now >= tonumber(window[2]) then return 3 end
-if redis.call('SISMEMBER', KEYS[3], ARGV[1]) == 1 then return 4 end
 if stock <= 0 then return 5 end
 redis.call('DECR', KEYS[1])
 redis.call('SADD', KEYS[3], ARGV[1])

@@ -517,3 +517,27 @@ async fn an_unknown_voucher_is_remembered_so_a_flood_of_it_does_not_reach_mariad
     app.db.close().await;
     expect_error(app.order(424_242, &token).await, StatusCode::NOT_FOUND, "NOT_FOUND").await;
 }
+
+/// Seen in review: an order of a group whose COMMIT MariaDB does not answer
+/// waited on its worker without bound. It now waits its deadline and a
+/// grace of 5 s, then is told the outcome is unknown (503).
+#[tokio::test]
+async fn an_order_of_a_group_whose_commit_hangs_is_answered_within_its_deadline_and_grace() {
+    let proxy = common::proxy::Proxy::to_database().await;
+    let app = TestApp::spawn_with(|c| {
+        c.db.url = c.db.url.replace(&common::database_server_url(), &proxy.url());
+        c.seckill.order_batch_max = 64;
+        c.seckill.request_deadline_ms = 1_000;
+    })
+    .await;
+    let voucher = app.open_seckill(5).await;
+    let (_, token) = app.seed_users(1).await.remove(0);
+
+    proxy.stall_on(b"COMMIT", std::time::Duration::from_secs(12));
+    let started = std::time::Instant::now();
+    let resp = app.order(voucher, &token).await;
+    let waited = started.elapsed();
+    assert!(proxy.stall_fired(), "the group's COMMIT stalled");
+    expect_error(resp, StatusCode::SERVICE_UNAVAILABLE, "UNAVAILABLE").await;
+    assert!(waited < std::time::Duration::from_secs(9), "answered after {waited:?}: the wait had no bound");
+}

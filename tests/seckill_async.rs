@@ -610,3 +610,45 @@ async fn a_pending_order_is_named_by_a_duplicate_and_listed_by_mine() {
         app.redis.clone().hgetall(app.keys.seckill(voucher).holders).await.unwrap();
     assert!(holders.is_empty(), "a persisted order leaves the holders hash: {holders:?}");
 }
+
+/// Seen in review: a retry of an order whose first answer was lost, made
+/// after the window ended, was answered ENDED although the first call had
+/// accepted the order. The script now finds the buyer before it looks at
+/// the window, and the caller answers with the order it placed.
+#[tokio::test]
+async fn the_order_script_finds_a_buyer_before_the_window_so_a_late_retry_is_not_told_ended() {
+    let app = async_app().await;
+    let voucher = 4_000_000_007_u64;
+    let sk = app.keys.seckill(voucher);
+    let now = Utc::now().timestamp_millis();
+    let mut redis = app.redis.clone();
+    let _: () = redis::pipe()
+        .set(&sk.stock, 5)
+        .hset_multiple(&sk.window, &[("begin", now - 7_200_000), ("end", now - 3_600_000), ("shelf", 1)])
+        .sadd(&sk.buyers, &[0_u64, 42])
+        .query_async(&mut redis)
+        .await
+        .unwrap();
+    let script = redis::Script::new(include_str!("../lua/seckill_order.lua"));
+    let run = |user: u64| {
+        let (script, sk, mut redis) = (&script, &sk, redis.clone());
+        async move {
+            script
+                .key(&sk.stock)
+                .key(&sk.window)
+                .key(&sk.buyers)
+                .key(&sk.orders)
+                .key(&sk.pending)
+                .key(&sk.holders)
+                .arg(user)
+                .arg(1)
+                .arg(voucher)
+                .invoke_async::<i64>(&mut redis)
+                .await
+                .unwrap()
+        }
+    };
+    assert_eq!(run(42).await, 4, "the buyer is found, window or not");
+    assert_eq!(run(43).await, 3, "anyone else: the sale has ended");
+    let _: () = redis.del(&[&sk.stock, &sk.window, &sk.buyers]).await.unwrap();
+}

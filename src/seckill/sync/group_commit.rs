@@ -31,6 +31,9 @@ use std::{
 use serde::Serialize;
 use sqlx::{MySql, MySqlPool, Transaction};
 use tokio::sync::{mpsc, oneshot};
+
+/// How long past its deadline an order waits for its group's commit.
+const COMMIT_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
 use super::transaction::{commit_reservation, reserve, settle_lost_commit};
@@ -123,8 +126,24 @@ impl GroupCommitter {
         lost: CancellationToken,
     ) -> SeckillResult<()> {
         let (reply, answer) = oneshot::channel();
+        let gone = lost.clone();
         self.enqueue(gate, voucher_id, Member { user_id, order_id, lost, reply })?;
-        answer.await.map_err(|_| SeckillError::unavailable("the group commit worker stopped before answering"))?
+        // The worker answers an order whose deadline passed at once, unless
+        // its group is committing: the commit is never raced, but it is not
+        // waited for without bound either (a MariaDB that stopped answering
+        // mid-commit). Past the grace the outcome is unknown, and said so.
+        let overdue = async {
+            gone.cancelled().await;
+            tokio::time::sleep(COMMIT_GRACE).await;
+        };
+        tokio::select! {
+            answer = answer => {
+                answer.map_err(|_| SeckillError::unavailable("the group commit worker stopped before answering"))?
+            }
+            () = overdue => Err(SeckillError::Unavailable(anyhow::anyhow!(
+                "order {order_id}: its group's commit did not answer in time; whether it committed is unknown (GET /voucher-order/{order_id} tells)"
+            ))),
+        }
     }
 
     /// Hands the order to the voucher's worker, starting one if there is
