@@ -9,7 +9,13 @@
 if redis.call('EXISTS', KEYS[1]) == 0 then
     redis.call('HSET', KEYS[1], ARGV[2], 1)
     redis.call('PEXPIRE', KEYS[1], ARGV[1])
-    return {1, redis.call('INCR', KEYS[2])}
+    local fence = redis.call('INCR', KEYS[2])
+    -- A user who stops ordering leaves no key behind for good: the counter
+    -- goes a week after its last use. Fences are compared only among
+    -- holders whose leases (seconds) overlap, so a counter that starts
+    -- again after a week of silence fences nothing wrongly.
+    redis.call('PEXPIRE', KEYS[2], 604800000)
+    return {1, fence}
 end
 if redis.call('HEXISTS', KEYS[1], ARGV[2]) == 1 then
     local holds = redis.call('HINCRBY', KEYS[1], ARGV[2], 1)

@@ -115,6 +115,9 @@ async fn reentry_three_deep_holds_until_the_third_unlock() {
     assert!(!exists);
     let taken = other.try_lock(&name, &Holder::random(), NO_WAIT, None).await.unwrap();
     taken.expect("free after the third unlock").unlock().await.unwrap();
+    // The fencing counter outlives the lock, but not for ever.
+    let fence_ttl: i64 = redis.pttl(format!("{key}:fence")).await.unwrap();
+    assert!(fence_ttl > 6 * 24 * 3_600_000, "the fence counter expires a week after its last use: {fence_ttl}");
 }
 
 #[tokio::test]
