@@ -256,6 +256,13 @@ pub struct SeckillSettings {
     #[arg(long, env = "ASYNC_MAX_DELIVERIES", default_value_t = 3)]
     pub async_max_deliveries: u64,
 
+    /// Asynchronous mode: this long after a sale ended, once drained, it is
+    /// retired: out of `seckill:active` (no consumer reads it any more) and
+    /// its keys given a TTL (working keys 1 h, failed orders and dead
+    /// letters 7 days), so Redis does not grow with every sale ever sold.
+    #[arg(long, env = "ASYNC_RETIRE_AFTER_MS", default_value_t = 60_000)]
+    pub async_retire_after_ms: u64,
+
     /// Asynchronous mode: replicas that must acknowledge an order (Redis
     /// `WAIT`) before it is answered 200, so that a master's death cannot
     /// take it. Unset: 1 when every Redis master has a replica at start-up,

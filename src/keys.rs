@@ -80,6 +80,12 @@ impl Keys {
         }
     }
 
+    /// A dead-lettered order's voucher, so its `FAILED` is found after the
+    /// sale left `seckill:active`; kept as long as the failed hash.
+    pub fn failed_order(&self, order_id: i64) -> String {
+        format!("{}seckill:failed-order:{order_id}", self.prefix)
+    }
+
     /// The voucher ids whose streams the consumers read.
     pub fn seckill_active(&self) -> String {
         format!("{}seckill:active", self.prefix)

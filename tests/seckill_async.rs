@@ -104,8 +104,10 @@ async fn one_user_firing_fifty_concurrent_orders_gets_one_and_the_window_is_enfo
     assert_eq!(app.stock_of(voucher).await, 99);
     for untouched in [future, past] {
         assert_eq!(app.stock_of(untouched).await, 10);
-        assert_eq!(reconcile(&app, untouched).await.redis_stock, Some(10));
     }
+    assert_eq!(reconcile(&app, future).await.redis_stock, Some(10));
+    // An ended sale with nothing to persist is not loaded at all.
+    assert_eq!(reconcile(&app, past).await.redis_stock, None);
 }
 
 #[tokio::test]
@@ -651,4 +653,79 @@ async fn the_order_script_finds_a_buyer_before_the_window_so_a_late_retry_is_not
     assert_eq!(run(42).await, 4, "the buyer is found, window or not");
     assert_eq!(run(43).await, 3, "anyone else: the sale has ended");
     let _: () = redis.del(&[&sk.stock, &sk.window, &sk.buyers]).await.unwrap();
+}
+
+/// Seen in review: every sale ever sold stayed in `seckill:active` (read
+/// by every consumer, scanned by every order lookup) and its keys never
+/// expired. Two hundred sales end and drain: each leaves the active set,
+/// its working keys get a TTL and its failed orders a longer one, and
+/// every order is still found, a failed one included.
+#[tokio::test]
+async fn two_hundred_ended_and_drained_sales_leave_the_active_set_and_their_keys_expire() {
+    let app = TestApp::spawn_with(|c| {
+        c.seckill.mode = SeckillMode::Async;
+        c.seckill.async_claim_idle_ms = 300;
+        c.seckill.async_max_deliveries = 2;
+        c.seckill.async_retire_after_ms = 300;
+    })
+    .await;
+    let users = app.seed_users(2).await;
+    let ((_, buyer), (poisoned_user, poisoned)) = (users[0].clone(), users[1].clone());
+    sqlx::raw_sql(&format!(
+        "CREATE TRIGGER refuse_one_user BEFORE INSERT ON tb_voucher_order FOR EACH ROW
+         IF NEW.user_id = {poisoned_user} THEN SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'refused by the test'; END IF"
+    ))
+    .execute(&app.db)
+    .await
+    .unwrap();
+    let now = Utc::now();
+    // Long enough to create and sell 200 sales on a busy machine.
+    let end = now + ChronoDuration::seconds(15);
+    let mut vouchers = Vec::new();
+    for _ in 0..200 {
+        vouchers.push(app.create_seckill(5, now - ChronoDuration::minutes(1), end).await);
+    }
+    let mut orders = Vec::new();
+    for &voucher in &vouchers {
+        orders.push(expect_ok(app.order(voucher, &buyer).await).await["data"].as_str().unwrap().to_owned());
+    }
+    let failed = expect_ok(app.order(vouchers[0], &poisoned).await).await["data"].as_str().unwrap().to_owned();
+
+    let active = |app: &TestApp| {
+        let mut redis = app.redis.clone();
+        let key = app.keys.seckill_active();
+        async move { redis.smembers::<_, BTreeSet<u64>>(key).await.unwrap() }
+    };
+    let started = Instant::now();
+    loop {
+        let still: Vec<u64> = active(&app).await.into_iter().filter(|v| vouchers.contains(v)).collect();
+        if still.is_empty() {
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(40), "{} sales still active", still.len());
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(app.orders_of(vouchers[0]).await, (1, 1), "persisted before retirement");
+
+    let sk = app.keys.seckill(vouchers[7]);
+    let mut redis = app.redis.clone();
+    for key in [&sk.stock, &sk.window, &sk.buyers, &sk.orders] {
+        let ttl: i64 = redis.pttl(key).await.unwrap();
+        assert!((1..=3_600_000).contains(&ttl), "{key}: working keys expire within the hour ({ttl})");
+    }
+    let poisoned_keys = app.keys.seckill(vouchers[0]);
+    for key in [&poisoned_keys.failed, &poisoned_keys.dead] {
+        let ttl: i64 = redis.pttl(key).await.unwrap();
+        assert!(ttl > 6 * 24 * 3_600_000, "{key}: failed orders stay a week ({ttl})");
+    }
+
+    // Every order is still found, the failed one by its index.
+    assert_eq!(state_of(&app, &orders[199], &buyer).await, "CONFIRMED");
+    assert_eq!(state_of(&app, &failed, &poisoned).await, "FAILED");
+    // A retired sale answers ENDED, and is not loaded back.
+    let _: () = redis.del(&[&sk.stock, &sk.window, &sk.buyers]).await.unwrap();
+    expect_error(app.order(vouchers[7], &poisoned).await, StatusCode::CONFLICT, "ENDED").await;
+    assert!(!active(&app).await.contains(&vouchers[7]));
+    let window: bool = redis.exists(&sk.window).await.unwrap();
+    assert!(!window, "an ended sale's keys are not loaded again");
 }

@@ -49,7 +49,11 @@ pub(super) async fn find_owned(
     if row.is_some() {
         return Ok(row);
     }
-    in_redis(redis, keys, &active, order_id, user_id, OrderState::Failed).await
+    // A failed order names its voucher in an index of its own (its sale
+    // may have been retired from the active set); else the active sales.
+    let indexed: Option<u64> = redis.get(keys.failed_order(order_id)).await?;
+    let vouchers = indexed.map_or(active, |voucher| vec![voucher]);
+    in_redis(redis, keys, &vouchers, order_id, user_id, OrderState::Failed).await
 }
 
 /// The order in the pending or failed hash of one of the active vouchers;

@@ -100,9 +100,11 @@ impl Seckill {
                     name: instance.to_owned(),
                     batch_max: config.seckill.async_batch_max,
                     claim_idle,
+                    retire_after: Duration::from_millis(config.seckill.async_retire_after_ms),
                     recovery: asynchronous::Recovery {
                         db: db.clone(),
                         redis: redis.clone(),
+                        keys: keys.clone(),
                         name: instance.to_owned(),
                         page: config.seckill.async_batch_max,
                         claim_idle,
@@ -191,6 +193,7 @@ impl Seckill {
     pub async fn open_sale(&self, voucher_id: u64) {
         if let Mode::Async { orders, .. } = &self.0.mode
             && let Err(err) = orders.load(voucher_id).await
+            && !matches!(err, super::error::SeckillError::Ended)
         {
             tracing::warn!(voucher_id, error = %err, "loading a new voucher's keys failed; its first order loads them");
         }

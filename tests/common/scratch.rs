@@ -82,6 +82,7 @@ pub fn test_config() -> (Config, String, String) {
             async_batch_max: 500,
             async_claim_idle_ms: 5_000,
             async_max_deliveries: 3,
+            async_retire_after_ms: 60_000,
             order_replica_acks: None,
             order_replica_wait_ms: 500,
         },

@@ -11,13 +11,14 @@
 
 use std::{
     collections::{HashMap, HashSet},
+    sync::LazyLock,
     time::Duration,
 };
 
 use chrono::DateTime;
 use hmdp_redis::Redis;
 use redis::{
-    AsyncCommands,
+    AsyncCommands, Script,
     streams::{StreamId, StreamReadReply},
 };
 use sqlx::MySqlPool;
@@ -41,6 +42,16 @@ pub(crate) const BLOCK: Duration = Duration::from_millis(500);
 const IDLE_POLL: Duration = Duration::from_millis(20);
 /// After an error, before trying again.
 const BACKOFF: Duration = Duration::from_millis(200);
+/// How often, at most, the consumer looks for sales to retire.
+const RETIRE_EVERY: Duration = Duration::from_secs(10);
+/// A retired sale's working keys stay this long (late requests are still
+/// answered from them), then go; an order after that reads MariaDB.
+const WORKING_KEYS_KEPT: Duration = Duration::from_secs(60 * 60);
+/// A retired sale's failed orders and dead letters stay this long.
+pub(super) const FAILED_KEPT: Duration = Duration::from_secs(7 * 24 * 60 * 60);
+
+static RETIRE: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("../../../lua/seckill_retire.lua")));
+
 /// XAUTOCLAIM pages looked at per voucher and round, so a huge backlog of
 /// idle entries cannot starve the new ones.
 const CLAIM_PAGES: usize = 8;
@@ -58,6 +69,8 @@ pub(crate) struct Consumer {
     pub(crate) batch_max: usize,
     pub(crate) claim_idle: Duration,
     pub(crate) recovery: Recovery,
+    /// How long after its end a drained sale is retired.
+    pub(crate) retire_after: Duration,
 }
 
 impl Consumer {
@@ -68,6 +81,8 @@ impl Consumer {
         // pending entries it re-read (entries it was given before a restart).
         let mut ready: HashSet<u64> = HashSet::new();
         let mut last_claim = Instant::now();
+        let retire_every = self.retire_after.min(RETIRE_EVERY);
+        let mut last_retire = Instant::now();
         while !stop.is_cancelled() {
             let round = async {
                 let active = self.active_vouchers().await?;
@@ -83,6 +98,12 @@ impl Consumer {
                         self.claim_idle(voucher).await?;
                     }
                     last_claim = Instant::now();
+                }
+                if last_retire.elapsed() >= retire_every {
+                    let retired = self.retire(&active).await?;
+                    // Only the vouchers still read are remembered.
+                    ready.retain(|v| active.contains(v) && !retired.contains(v));
+                    last_retire = Instant::now();
                 }
                 if active.is_empty() {
                     tokio::time::sleep(BLOCK).await;
@@ -105,6 +126,41 @@ impl Consumer {
             }
         }
         tracing::info!(consumer = %self.name, "order stream consumer stopped");
+    }
+
+    /// Retires the sales that ended `retire_after` ago and have nothing
+    /// left to persist: their keys get a TTL and they leave the active set,
+    /// so what every instance reads and every lookup scans stays the live
+    /// sales. Returns the vouchers retired.
+    async fn retire(&self, active: &[u64]) -> Result<Vec<u64>, PersistError> {
+        let mut retired = Vec::new();
+        for &voucher in active {
+            // MariaDB's end: the window hash may be gone. A voucher deleted
+            // from MariaDB ended long ago.
+            let end_ms = store::sale(&self.db, voucher).await?.map_or(0, |s| s.end_time.and_utc().timestamp_millis());
+            let sk = self.keys.seckill(voucher);
+            let done: i64 = RETIRE
+                .key(&sk.window)
+                .key(&sk.stock)
+                .key(&sk.buyers)
+                .key(&sk.orders)
+                .key(&sk.pending)
+                .key(&sk.holders)
+                .key(&sk.failed)
+                .key(&sk.dead)
+                .arg(end_ms)
+                .arg(self.retire_after.as_millis() as u64)
+                .arg(WORKING_KEYS_KEPT.as_millis() as u64)
+                .arg(FAILED_KEPT.as_millis() as u64)
+                .invoke_async(&mut self.redis.clone())
+                .await?;
+            if done == 1 {
+                self.redis.clone().srem::<_, _, ()>(self.keys.seckill_active(), voucher).await?;
+                tracing::info!(consumer = %self.name, voucher, "sale ended and drained; retired");
+                retired.push(voucher);
+            }
+        }
+        Ok(retired)
     }
 
     async fn active_vouchers(&self) -> Result<Vec<u64>, PersistError> {

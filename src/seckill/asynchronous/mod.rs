@@ -336,6 +336,13 @@ impl AsyncOrders {
         let sale = store::sale(&mut *tx, voucher_id).await?.ok_or(SeckillError::NoSuchVoucher)?;
         let (db_stock, begin, end) = (sale.stock, sale.begin_time, sale.end_time);
         let shelf = sale.shelf.unwrap_or(0);
+        // An ended sale with nothing left to persist is not loaded again (a
+        // retired sale's keys expired): it would only sit in Redis and in
+        // every instance's reads. Its orders are answered ENDED from here.
+        if end <= chrono::Utc::now().naive_utc() && pending.is_empty() {
+            tx.commit().await?;
+            return Err(SeckillError::Ended);
+        }
         let rows = store::orders_of_voucher(&mut *tx, voucher_id).await?;
         tx.commit().await?;
 

@@ -9,16 +9,20 @@ use std::{sync::LazyLock, time::Duration};
 
 use hmdp_redis::Redis;
 use redis::{
-    Script,
+    AsyncCommands, Script,
     streams::{StreamAutoClaimReply, StreamId, StreamPendingCountReply},
 };
 use sqlx::MySqlPool;
 
 use super::{
+    consumer::FAILED_KEPT,
     converge::{self, with_stock_from_row},
     stream::{Entry, GROUP, PersistError, acknowledge},
 };
-use crate::{keys::SeckillKeys, seckill::store};
+use crate::{
+    keys::{Keys, SeckillKeys},
+    seckill::store,
+};
 
 static COMPENSATE: LazyLock<Script> =
     LazyLock::new(|| Script::new(with_stock_from_row!("../../../lua/seckill_compensate.lua")));
@@ -28,6 +32,7 @@ static COMPENSATE: LazyLock<Script> =
 pub(crate) struct Recovery {
     pub db: MySqlPool,
     pub redis: Redis,
+    pub keys: Keys,
     /// The consumer's name: entries taken over become its own.
     pub name: String,
     pub page: usize,
@@ -141,6 +146,12 @@ impl Recovery {
         }
         tx.commit().await?;
         if compensated == 1 {
+            // Its FAILED stays findable once the sale leaves the active set.
+            let indexed: redis::RedisResult<()> =
+                self.redis.clone().set_ex(self.keys.failed_order(entry.order_id), voucher, FAILED_KEPT.as_secs()).await;
+            if let Err(err) = indexed {
+                tracing::warn!(order_id = entry.order_id, error = %err, "indexing a failed order failed; found while its sale is active");
+            }
             tracing::error!(
                 voucher,
                 order_id = entry.order_id,

@@ -1,0 +1,33 @@
+-- Retires a voucher whose sale has ended and drained: its working keys get
+-- a TTL instead of staying for ever, its failed orders and dead letters a
+-- longer one, so a buyer can still read FAILED for a week.
+-- KEYS[1] window hash, KEYS[2] stock, KEYS[3] buyers, KEYS[4] orders
+-- stream, KEYS[5] pending hash, KEYS[6] holders hash, KEYS[7] failed hash,
+-- KEYS[8] dead stream.
+-- ARGV[1] the sale's end, epoch ms (MariaDB's: the window hash may be gone),
+-- ARGV[2] how long after the end a sale is retired, ms, ARGV[3] how long
+-- the working keys stay after that, ms, ARGV[4] how long failed orders and
+-- dead letters stay, ms.
+-- Returns 1 retired (the caller drops it from seckill:active), 0 not yet.
+if redis.call('HLEN', KEYS[5]) > 0 then
+    return 0
+end
+if redis.call('EXISTS', KEYS[4]) == 1 and redis.call('XLEN', KEYS[4]) > 0 then
+    return 0
+end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+if now < tonumber(ARGV[1]) + tonumber(ARGV[2]) then
+    return 0
+end
+for i = 1, 6 do
+    if redis.call('PTTL', KEYS[i]) == -1 then
+        redis.call('PEXPIRE', KEYS[i], ARGV[3])
+    end
+end
+for i = 7, 8 do
+    if redis.call('PTTL', KEYS[i]) == -1 then
+        redis.call('PEXPIRE', KEYS[i], ARGV[4])
+    end
+end
+return 1
