@@ -729,3 +729,37 @@ async fn two_hundred_ended_and_drained_sales_leave_the_active_set_and_their_keys
     let window: bool = redis.exists(&sk.window).await.unwrap();
     assert!(!window, "an ended sale's keys are not loaded again");
 }
+
+/// Seen: on a Redis that another database's sale had used, a chaos sale
+/// answered all 12,000 buyers SOLD_OUT: its voucher had the same id as the
+/// old one, whose keys looked loaded. Keys now carry what they were made
+/// for; an instance's first order of a voucher whose keys were made for
+/// another wipes and loads them again.
+#[tokio::test]
+async fn keys_made_for_another_voucher_under_the_same_id_are_wiped_and_loaded_again() {
+    let app = async_app().await;
+    let voucher = app.open_seckill(5).await;
+    let sk = app.keys.seckill(voucher);
+    let mut redis = app.redis.clone();
+    // What another database's sold-out voucher of the same id left.
+    let _: () = redis::pipe()
+        .hset(&sk.window, "made", "1:2:3")
+        .set(&sk.stock, 0)
+        .sadd(&sk.buyers, 777_u64)
+        .hset(&sk.pending, 123_i64, "777:1")
+        .query_async(&mut redis)
+        .await
+        .unwrap();
+
+    let users = app.seed_users(6).await;
+    let tokens: Vec<&str> = users.iter().map(|(_, t)| t.as_str()).collect();
+    let counts = tally(&app.order_all(voucher, &tokens).await);
+    assert_eq!(counts.get("OK"), Some(&5), "the voucher's own stock sells: {counts:?}");
+    assert_eq!(counts.get("SOLD_OUT"), Some(&1), "{counts:?}");
+    let stale_buyer: bool = redis.sismember(&sk.buyers, 777_u64).await.unwrap();
+    let stale_pending: bool = redis.hexists(&sk.pending, 123_i64).await.unwrap();
+    assert!(!stale_buyer && !stale_pending, "the other voucher's buyers and pending orders are gone");
+    let report = drained(&app, voucher, Duration::from_secs(10)).await;
+    assert!(report.agrees(), "{}", report.render());
+    assert_eq!(app.orders_of(voucher).await, (5, 5));
+}

@@ -131,6 +131,7 @@ impl Seckill {
                     gates,
                     deadline,
                     replica_wait,
+                    verified: Default::default(),
                 };
                 Mode::Async { orders: Box::new(orders), consumer: Box::new(consumer) }
             }

@@ -35,6 +35,21 @@ pub(super) struct SaleRow {
     pub end_time: NaiveDateTime,
     /// `tb_voucher.status`: 1 on the shelf; anything else does not sell.
     pub shelf: Option<i64>,
+    pub create_time: NaiveDateTime,
+}
+
+impl SaleRow {
+    /// What the voucher was made as: Redis keys carry it (`made` in the
+    /// window hash), so keys left under the same id by another database's
+    /// voucher are told apart from this voucher's.
+    pub(super) fn stamp(&self) -> String {
+        format!(
+            "{}:{}:{}",
+            self.create_time.and_utc().timestamp(),
+            self.begin_time.and_utc().timestamp_millis(),
+            self.end_time.and_utc().timestamp_millis()
+        )
+    }
 }
 
 /// `tb_voucher.status` of a voucher that sells.
@@ -89,7 +104,7 @@ where
 /// The voucher's sale row, or `None` for a voucher that is not a seckill one.
 pub(super) async fn sale<'e>(db: impl MySqlExecutor<'e>, voucher_id: u64) -> sqlx::Result<Option<SaleRow>> {
     sqlx::query_as(
-        "SELECT sv.stock, sv.begin_time, sv.end_time, CAST(v.status AS SIGNED) AS shelf
+        "SELECT sv.stock, sv.begin_time, sv.end_time, CAST(v.status AS SIGNED) AS shelf, sv.create_time
          FROM tb_seckill_voucher sv LEFT JOIN tb_voucher v ON v.id = sv.voucher_id
          WHERE sv.voucher_id = ?",
     )

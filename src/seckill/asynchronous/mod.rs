@@ -29,6 +29,7 @@ use redis::{AsyncCommands, Script};
 use sqlx::MySqlPool;
 
 pub(crate) use consumer::{BLOCK as CONSUMER_BLOCK, Consumer};
+use converge::with_stock_from_row;
 pub use reconcile::{Reconciliation, reconcile};
 pub(crate) use recovery::Recovery;
 
@@ -41,7 +42,7 @@ use super::{
 use crate::{dependency::redis_unreachable, ids::OrderIdGenerator, keys::Keys};
 
 static ORDER: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("../../../lua/seckill_order.lua")));
-static LOAD: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("../../../lua/seckill_load.lua")));
+static LOAD: LazyLock<Script> = LazyLock::new(|| Script::new(with_stock_from_row!("../../../lua/seckill_load.lua")));
 
 /// Members per SADD when staging a rebuilt buyers set.
 const STAGE_CHUNK: usize = 5_000;
@@ -112,7 +113,12 @@ pub(crate) struct AsyncOrders {
     pub gates: VoucherGates,
     pub deadline: Duration,
     pub replica_wait: ReplicaWait,
+    /// Vouchers whose keys this instance found made for them; bounded.
+    pub verified: std::sync::Mutex<HashSet<u64>>,
 }
+
+/// Vouchers remembered as verified, at most.
+const VERIFIED_MAX: usize = 10_000;
 
 impl AsyncOrders {
     /// Decides one order in Redis; returns its id once it is queued (and,
@@ -121,6 +127,7 @@ impl AsyncOrders {
         if self.gates.recently_missing(voucher_id) {
             return Err(SeckillError::NoSuchVoucher);
         }
+        self.verify(voucher_id).await?;
         let order_id = self.order_ids.next().await?;
         let keys = self.keys.seckill(voucher_id);
         let redis = &self.redis;
@@ -258,6 +265,35 @@ impl AsyncOrders {
         PlacedOrder { id: order_id, replicated: self.replica_wait.acks == 0 }
     }
 
+    /// Once per voucher and instance, before its first order here: keys
+    /// made for another voucher under this id (`made` differs from
+    /// MariaDB's stamp) would sell that voucher's stock and refuse its
+    /// buyers; they are wiped and loaded again. Keys not loaded yet are
+    /// left to the order script, which reports them.
+    async fn verify(&self, voucher_id: u64) -> SeckillResult<()> {
+        if self.verified.lock().expect("verified vouchers poisoned").contains(&voucher_id) {
+            return Ok(());
+        }
+        let made: Option<String> = self.redis.clone().hget(self.keys.seckill(voucher_id).window, "made").await?;
+        if let Some(made) = made {
+            let Some(sale) = store::sale(&self.db, voucher_id).await? else {
+                self.gates.remember_missing(voucher_id);
+                return Err(SeckillError::NoSuchVoucher);
+            };
+            // An ended sale is not loaded again: its stale keys stay unused,
+            // as every order is answered ENDED here.
+            if made != sale.stamp() {
+                self.load(voucher_id).await?;
+            }
+        }
+        let mut verified = self.verified.lock().expect("verified vouchers poisoned");
+        if verified.len() >= VERIFIED_MAX {
+            verified.clear();
+        }
+        verified.insert(voucher_id);
+        Ok(())
+    }
+
     /// `accepted_before`, asked until Redis answers or `LAST_LOOK` has
     /// passed (`None`: still unknown).
     async fn accepted_after_all(&self, owner: store::OrderOwner, order_id: i64) -> Option<bool> {
@@ -330,12 +366,19 @@ impl AsyncOrders {
     pub(super) async fn load(&self, voucher_id: u64) -> SeckillResult<()> {
         let (keys, redis) = (&self.keys, &mut self.redis.clone());
         let sk = keys.seckill(voucher_id);
-        let pending: HashMap<i64, String> = redis.hgetall(&sk.pending).await?;
+        let (made, mut pending): (Option<String>, HashMap<i64, String>) =
+            redis::pipe().hget(&sk.window, "made").hgetall(&sk.pending).query_async(redis).await?;
 
         let mut tx = self.db.begin().await?;
         let sale = store::sale(&mut *tx, voucher_id).await?.ok_or(SeckillError::NoSuchVoucher)?;
         let (db_stock, begin, end) = (sale.stock, sale.begin_time, sale.end_time);
         let shelf = sale.shelf.unwrap_or(0);
+        let stamp = sale.stamp();
+        // Keys made for another voucher under this id: their pending orders
+        // are not this voucher's (the script wipes them).
+        if made.as_ref().is_some_and(|made| *made != stamp) {
+            pending.clear();
+        }
         // An ended sale with nothing left to persist is not loaded again (a
         // retired sale's keys expired): it would only sit in Redis and in
         // every instance's reads. Its orders are answered ENDED from here.
@@ -348,22 +391,20 @@ impl AsyncOrders {
 
         let persisted: HashSet<i64> = rows.iter().map(|(id, _)| *id).collect();
         let mut buyers: HashSet<u64> = rows.iter().map(|(_, user)| *user).collect();
-        let mut unpersisted = 0i64;
         let mut holders: Vec<(u64, i64)> = Vec::new();
+        let mut persisted_pending: Vec<i64> = Vec::new();
         for (order_id, accepted) in &pending {
-            if !persisted.contains(order_id) {
-                unpersisted += 1;
-                if let Some(user) = accepted.split(':').next().and_then(|u| u.parse().ok()) {
-                    buyers.insert(user);
-                    holders.push((user, *order_id));
-                }
+            if persisted.contains(order_id) {
+                persisted_pending.push(*order_id);
+            } else if let Some(user) = accepted.split(':').next().and_then(|u| u.parse().ok()) {
+                buyers.insert(user);
+                holders.push((user, *order_id));
             }
         }
         // Who holds which pending order, as the order script records it.
         for chunk in holders.chunks(STAGE_CHUNK) {
             redis.hset_multiple::<_, _, _, ()>(&sk.holders, chunk).await?;
         }
-        let stock = (i64::from(db_stock) - unpersisted).max(0);
 
         // Registered before the keys exist: once the order script can accept
         // an order, a consumer is already reading the voucher's stream (a
@@ -376,20 +417,35 @@ impl AsyncOrders {
         for chunk in members.chunks(STAGE_CHUNK) {
             redis::pipe().sadd(&staging, chunk).ignore().expire(&staging, 60).ignore().exec_async(redis).await?;
         }
-        let loaded: i64 = LOAD
+        // The stock is counted by the script from MariaDB's and the pending
+        // hash as it is then (stock_from_row).
+        let (loaded, stock): (i64, i64) = LOAD
             .key(&sk.stock)
             .key(&sk.window)
             .key(&sk.buyers)
             .key(&sk.orders)
             .key(&staging)
-            .arg(stock)
+            .key(&sk.pending)
+            .key(&sk.holders)
+            .key(&sk.failed)
+            .key(&sk.dead)
+            .arg(db_stock)
             .arg(begin.and_utc().timestamp_millis())
             .arg(end.and_utc().timestamp_millis())
             .arg(shelf)
+            .arg(&stamp)
+            .arg(&persisted_pending)
             .invoke_async(redis)
             .await?;
-        if loaded == 1 {
-            tracing::info!(voucher_id, stock, unpersisted, "seckill keys loaded from MariaDB");
+        match loaded {
+            1 => tracing::info!(voucher_id, stock, db_stock, "seckill keys loaded from MariaDB"),
+            2 => tracing::warn!(
+                voucher_id,
+                stock,
+                stale = ?made,
+                "keys made for another voucher under this id were wiped; loaded from MariaDB"
+            ),
+            _ => {}
         }
         Ok(())
     }

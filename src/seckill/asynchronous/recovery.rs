@@ -27,6 +27,10 @@ use crate::{
 static COMPENSATE: LazyLock<Script> =
     LazyLock::new(|| Script::new(with_stock_from_row!("../../../lua/seckill_compensate.lua")));
 
+/// How long dead-lettering asks an unanswered compensation again while it
+/// holds the voucher's row lock.
+const COMPENSATE_PATIENCE: Duration = Duration::from_secs(10);
+
 /// What recovery needs; the consumer owns one.
 #[derive(Clone)]
 pub(crate) struct Recovery {
@@ -123,7 +127,8 @@ impl Recovery {
         // The unit goes back only as far as MariaDB has it: the script sets
         // Redis's stock from the row, this order no longer pending.
         let found = converge::unpersisted(&mut tx, &self.redis, sk, voucher).await?;
-        let (compensated, before, after): (i64, i64, i64) = COMPENSATE
+        let mut compensate = COMPENSATE.prepare_invoke();
+        compensate
             .key(&sk.stock)
             .key(&sk.buyers)
             .key(&sk.orders)
@@ -138,9 +143,22 @@ impl Recovery {
             .arg(reason)
             .arg(u8::from(holds_another.is_some()))
             .arg(db_stock.map_or_else(String::new, |s| s.to_string()))
-            .arg(&found.persisted)
-            .invoke_async(&mut self.redis.clone())
-            .await?;
+            .arg(&found.persisted);
+        // A call whose answer was lost may still run later. The row lock is
+        // held until a call is answered (the script is idempotent: a later
+        // run of a lost call changes nothing), so no consumer can persist
+        // the order in between and then see it dead-lettered after its row.
+        let patience = tokio::time::Instant::now() + COMPENSATE_PATIENCE;
+        let (compensated, before, after): (i64, i64, i64) = loop {
+            match compensate.invoke_async(&mut self.redis.clone()).await {
+                Ok(answer) => break answer,
+                Err(err) if hmdp_redis::unavailable(&err) && tokio::time::Instant::now() < patience => {
+                    tracing::warn!(order_id = entry.order_id, error = %err, "dead-lettering unanswered; asking again under the row lock");
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+                Err(err) => return Err(err.into()),
+            }
+        };
         if let Some(db_stock) = db_stock {
             converge::report(voucher, db_stock.into(), before, after);
         }
