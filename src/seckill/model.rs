@@ -75,5 +75,8 @@ impl PlacedOrder {
 #[serde(rename_all = "camelCase")]
 pub struct StockSet {
     pub stock: i32,
+    /// The units that were for sale just before: `stock - previous` is
+    /// what the change added (a load tool's audit needs it).
+    pub previous: i64,
     pub awaiting_persistence: u64,
 }

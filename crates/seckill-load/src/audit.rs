@@ -96,6 +96,7 @@ impl Audit {
         after: &Snapshot,
         successes: u64,
         unreplicated: u64,
+        stock_added: i64,
     ) -> anyhow::Result<Self> {
         let duplicate_pairs: i64 = sqlx::query_scalar(
             "SELECT COUNT(*) FROM (SELECT user_id FROM tb_voucher_order WHERE voucher_id = ? GROUP BY user_id HAVING COUNT(*) > 1) d",
@@ -103,7 +104,7 @@ impl Audit {
         .bind(voucher)
         .fetch_one(db)
         .await?;
-        Ok(Self::judge(voucher, before, after, duplicate_pairs, successes, unreplicated))
+        Ok(Self::judge(voucher, before, after, duplicate_pairs, successes, unreplicated, stock_added))
     }
 
     /// The verdict from the numbers alone: every success has its row, and
@@ -115,8 +116,11 @@ impl Audit {
         duplicate_pairs: i64,
         successes: u64,
         unreplicated: u64,
+        stock_added: i64,
     ) -> Self {
-        let initial = before.stock + before.orders;
+        // Stock the admin's route added (or took) mid-sale counts as if it
+        // had been there from the start.
+        let initial = before.stock + before.orders + stock_added;
         let oversold = (after.orders - initial).max(0);
         let balanced = after.stock + after.orders == initial;
         let new_orders = after.orders - before.orders;
@@ -276,7 +280,7 @@ mod tests {
     fn verdict(stock_after: i64, orders_after: i64, duplicates: i64, successes: u64) -> Audit {
         let before = Snapshot { stock: 100, orders: 0 };
         let after = Snapshot { stock: stock_after, orders: orders_after };
-        Audit::judge(1, &before, &after, duplicates, successes, 0)
+        Audit::judge(1, &before, &after, duplicates, successes, 0, 0)
     }
 
     #[test]
@@ -302,8 +306,8 @@ mod tests {
         assert_eq!((check.success_without_row, check.unreplicated_without_row, check.rows_told_failed), (0, 1, 0));
         let before = Snapshot { stock: 100, orders: 0 };
         let kept_one = Snapshot { stock: 99, orders: 1 };
-        assert!(Audit::judge(1, &before, &kept_one, 0, 0, 2).passed, "a lost 202 is allowed");
-        assert!(!Audit::judge(1, &before, &kept_one, 0, 2, 0).passed, "a lost 200 is not");
+        assert!(Audit::judge(1, &before, &kept_one, 0, 0, 2, 0).passed, "a lost 202 is allowed");
+        assert!(!Audit::judge(1, &before, &kept_one, 0, 2, 0, 0).passed, "a lost 200 is not");
     }
 
     #[test]
@@ -355,5 +359,17 @@ mod tests {
     #[test]
     fn a_success_answer_without_its_order_fails() {
         assert!(!verdict(1, 99, 0, 100).passed, "an answered order must exist in the table");
+    }
+
+    #[test]
+    fn stock_added_mid_sale_counts_as_there_from_the_start() {
+        let before = Snapshot { stock: 100, orders: 0 };
+        let after = Snapshot { stock: 0, orders: 150 };
+        let raised = Audit::judge(1, &before, &after, 0, 150, 0, 50);
+        assert!(raised.passed && raised.oversold == 0, "{raised:?}");
+        let unexplained = Audit::judge(1, &before, &after, 0, 150, 0, 0);
+        assert!(!unexplained.passed && unexplained.oversold == 50, "{unexplained:?}");
+        let lowered = Audit::judge(1, &before, &Snapshot { stock: 0, orders: 60 }, 0, 60, 0, -40);
+        assert!(lowered.passed, "{lowered:?}");
     }
 }

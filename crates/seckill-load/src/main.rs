@@ -74,6 +74,11 @@ struct Args {
     /// does). The report counts each order once, by its last answer.
     #[arg(long, default_value_t = 0)]
     retries: u32,
+    /// A file of stock changes made mid-sale through the admin's stock
+    /// route, one signed number per line (`stock - previous` of each
+    /// answer): the audit counts them as stock there from the start.
+    #[arg(long)]
+    stock_delta_file: Option<PathBuf>,
     /// Also write the report and the audit as JSON.
     #[arg(long)]
     json: Option<PathBuf>,
@@ -248,7 +253,14 @@ async fn main() -> anyhow::Result<()> {
     let keys = Keys::new(&args.redis.key_prefix);
     let reconciliation = wait_for_drain(&db, &mut redis, &keys, voucher, drain_timeout).await?;
     let after = audit::Snapshot::read(&db, voucher).await?;
-    let mut audit = audit::Audit::new(&db, voucher, &before, &after, successes, unreplicated)
+    let stock_added = match &args.stock_delta_file {
+        Some(path) => read_stock_deltas(path)?,
+        None => 0,
+    };
+    if stock_added != 0 {
+        eprintln!("stock changed mid-sale by {stock_added} through the admin's route");
+    }
+    let mut audit = audit::Audit::new(&db, voucher, &before, &after, successes, unreplicated, stock_added)
         .await?
         .with_refusals(audit::Refusals::count(tokens.len() as u64, &recorder, &others));
     if let Some(report) = reconciliation {
@@ -359,6 +371,19 @@ fn retry_until(deadline: Instant, what: &str, err: impl Into<anyhow::Error>) -> 
 /// The outcome, the order id when the answer names one, and for an
 /// unexpected answer what it was, by status (`HTTP 500 INTERNAL`,
 /// `HTTP 502 not an envelope`, `no answer: timeout`).
+/// The sum of the stock changes written to `path` (absent: none).
+fn read_stock_deltas(path: &std::path::Path) -> anyhow::Result<i64> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(text) => text,
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(0),
+        Err(err) => return Err(err).with_context(|| format!("reading {}", path.display())),
+    };
+    text.lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| l.trim().parse::<i64>().with_context(|| format!("{}: {l:?} is not a number", path.display())))
+        .sum()
+}
+
 /// What a retrying client sends again: no answer, a 502, a 503, or its
 /// key still in flight.
 fn retryable(answer: &(Outcome, Option<i64>, Option<String>)) -> bool {

@@ -458,14 +458,18 @@ impl AsyncOrders {
     pub(super) async fn set_stock(&self, voucher_id: u64, stock: i32) -> SeckillResult<StockSet> {
         let sk = self.keys.seckill(voucher_id);
         let mut tx = self.db.begin().await?;
-        store::lock_stock(&mut *tx, voucher_id).await?.ok_or(SeckillError::NoSuchVoucher)?;
+        let before = store::lock_stock(&mut *tx, voucher_id).await?.ok_or(SeckillError::NoSuchVoucher)?;
         let found = converge::unpersisted(&mut tx, &self.redis, &sk, voucher_id).await?;
         let row = i32::try_from(i64::from(stock) + found.count).map_err(|_| SeckillError::StockOutOfRange)?;
         store::set_stock(&mut *tx, voucher_id, row).await?;
         let redis_stock = converge::set_from_row(&self.redis, &sk, voucher_id, row.into(), &found).await?;
         tx.commit().await?;
         tracing::info!(voucher_id, stock, row, ?redis_stock, "seckill stock set");
-        Ok(StockSet { stock, awaiting_persistence: found.count.max(0) as u64 })
+        Ok(StockSet {
+            stock,
+            previous: i64::from(before) - found.count,
+            awaiting_persistence: found.count.max(0) as u64,
+        })
     }
 }
 

@@ -55,12 +55,12 @@ impl SyncOrders {
     /// instance's sold-out memory learns it at once.
     pub(super) async fn set_stock(&self, voucher_id: u64, stock: i32) -> SeckillResult<StockSet> {
         let mut tx = self.db.begin().await?;
-        store::lock_stock(&mut *tx, voucher_id).await?.ok_or(SeckillError::NoSuchVoucher)?;
+        let previous = store::lock_stock(&mut *tx, voucher_id).await?.ok_or(SeckillError::NoSuchVoucher)?;
         store::set_stock(&mut *tx, voucher_id, stock).await?;
         tx.commit().await?;
         self.gates.stock_set(voucher_id, stock);
-        tracing::info!(voucher_id, stock, "seckill stock set");
-        Ok(StockSet { stock, awaiting_persistence: 0 })
+        tracing::info!(voucher_id, stock, previous, "seckill stock set");
+        Ok(StockSet { stock, previous: previous.into(), awaiting_persistence: 0 })
     }
 
     /// Places one order; returns the order id. Runs in a task of its own,
