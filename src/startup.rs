@@ -157,8 +157,8 @@ pub(crate) async fn verify_safety_constraints(db: &MySqlPool) -> anyhow::Result<
     .await
     .context("reading tb_seckill_voucher's checks")?;
     let mut missing = Vec::new();
-    if unique.as_deref() != Some("user_id,voucher_id") {
-        missing.push("UNIQUE KEY uk_user_voucher (user_id, voucher_id) on tb_voucher_order");
+    if unique.as_deref() != Some("user_id,live_voucher") {
+        missing.push("UNIQUE KEY uk_user_voucher (user_id, live_voucher) on tb_voucher_order");
     }
     let stock_check = |clause: &String| {
         let normalized: String = clause.chars().filter(|c| !c.is_whitespace() && *c != '`').collect();

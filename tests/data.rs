@@ -99,3 +99,60 @@ async fn a_sale_window_must_end_after_it_begins(pool: MySqlPool) {
     .expect_err("CHECK (begin_time < end_time)");
     assert!(err.to_string().contains("ck_seckill_window"), "{err}");
 }
+
+#[sqlx::test(migrations = "./migrations")]
+async fn a_cancelled_or_refunded_order_frees_its_users_slot_and_two_live_orders_never_coexist(pool: MySqlPool) {
+    let voucher = seckill_voucher(&pool, 5).await;
+    let insert = |id: i64| {
+        sqlx::query("INSERT INTO tb_voucher_order (id, user_id, voucher_id) VALUES (?, 7, ?)")
+            .bind(id)
+            .bind(voucher)
+            .execute(&pool)
+    };
+    let set_status = |id: i64, status: u8| {
+        sqlx::query("UPDATE tb_voucher_order SET status = ? WHERE id = ?").bind(status).bind(id).execute(&pool)
+    };
+    insert(1).await.unwrap();
+    let dup = insert(2).await.expect_err("one live order");
+    assert_eq!(unique_violation(&dup).as_deref(), Some("uk_user_voucher"));
+    set_status(1, 4).await.unwrap(); // cancelled
+    insert(2).await.unwrap();
+    set_status(2, 2).await.unwrap(); // paid: still live
+    insert(3).await.expect_err("a paid order is live");
+    set_status(2, 6).await.unwrap(); // refunded
+    insert(3).await.unwrap();
+    // Bringing a dead order back to life meets the live one.
+    let revived = set_status(1, 1).await.expect_err("two live orders");
+    assert_eq!(unique_violation(&revived).as_deref(), Some("uk_user_voucher"));
+}
+
+#[sqlx::test(migrations = "./migrations")]
+async fn sixteen_racing_rebuys_after_a_cancel_leave_exactly_one_live_order(pool: MySqlPool) {
+    let voucher = seckill_voucher(&pool, 50).await;
+    sqlx::query("INSERT INTO tb_voucher_order (id, user_id, voucher_id, status) VALUES (1, 7, ?, 4)")
+        .bind(voucher)
+        .execute(&pool)
+        .await
+        .unwrap();
+    let tries = (2..18).map(|id| {
+        let pool = pool.clone();
+        tokio::spawn(async move {
+            sqlx::query("INSERT INTO tb_voucher_order (id, user_id, voucher_id) VALUES (?, 7, ?)")
+                .bind(id)
+                .bind(voucher)
+                .execute(&pool)
+                .await
+        })
+    });
+    let results = futures::future::join_all(tries).await;
+    let won = results.iter().filter(|r| r.as_ref().unwrap().is_ok()).count();
+    assert_eq!(won, 1, "exactly one re-buy wins");
+    let live: i64 = sqlx::query_scalar(
+        "SELECT COUNT(*) FROM tb_voucher_order WHERE user_id = 7 AND voucher_id = ? AND status NOT IN (4, 6)",
+    )
+    .bind(voucher)
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!(live, 1);
+}

@@ -182,7 +182,8 @@ pub(super) async fn insert_orders<'e>(
     Ok(insert.build().execute(db).await?.rows_affected())
 }
 
-/// The orders these users hold for the voucher: user id -> order id.
+/// The live orders (not cancelled, not refunded) these users hold for the
+/// voucher: user id -> order id. On the unique index.
 pub(super) async fn held_orders<'e>(
     db: impl MySqlExecutor<'e>,
     voucher_id: u64,
@@ -192,7 +193,7 @@ pub(super) async fn held_orders<'e>(
         return Ok(HashMap::new());
     }
     let mut holders: QueryBuilder<MySql> =
-        QueryBuilder::new("SELECT user_id, id FROM tb_voucher_order WHERE voucher_id = ");
+        QueryBuilder::new("SELECT user_id, id FROM tb_voucher_order WHERE live_voucher = ");
     holders.push_bind(voucher_id).push(" AND user_id IN ");
     holders.push_tuples(user_ids, |mut row, user_id| {
         row.push_bind(*user_id);
@@ -235,12 +236,19 @@ pub(super) struct OrderOwner {
     pub voucher_id: u64,
 }
 
-/// Every order of the voucher: (order id, user id).
+/// Every order of the voucher: (order id, user id, live: neither
+/// cancelled nor refunded).
 pub(super) async fn orders_of_voucher<'e>(
     db: impl MySqlExecutor<'e>,
     voucher_id: u64,
-) -> sqlx::Result<Vec<(i64, u64)>> {
-    sqlx::query_as("SELECT id, user_id FROM tb_voucher_order WHERE voucher_id = ?").bind(voucher_id).fetch_all(db).await
+) -> sqlx::Result<Vec<(i64, u64, bool)>> {
+    let rows: Vec<(i64, u64, i64)> = sqlx::query_as(
+        "SELECT id, user_id, CAST(live_voucher IS NOT NULL AS SIGNED) FROM tb_voucher_order WHERE voucher_id = ?",
+    )
+    .bind(voucher_id)
+    .fetch_all(db)
+    .await?;
+    Ok(rows.into_iter().map(|(id, user, live)| (id, user, live == 1)).collect())
 }
 
 /// The order if it exists and belongs to `user_id`.

@@ -105,7 +105,8 @@ async fn audit(db: &MySqlPool, voucher: u64, initial: u64, successes: &[u64]) ->
         .bind(voucher)
         .fetch_one(db)
         .await?;
-    let rows: Vec<u64> = sqlx::query_scalar("SELECT user_id FROM tb_voucher_order WHERE voucher_id = ?")
+    // Live orders: a cancelled or refunded one gave its unit back.
+    let rows: Vec<u64> = sqlx::query_scalar("SELECT user_id FROM tb_voucher_order WHERE live_voucher = ?")
         .bind(voucher)
         .fetch_all(db)
         .await?;

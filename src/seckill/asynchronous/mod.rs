@@ -389,8 +389,9 @@ impl AsyncOrders {
         let rows = store::orders_of_voucher(&mut *tx, voucher_id).await?;
         tx.commit().await?;
 
-        let persisted: HashSet<i64> = rows.iter().map(|(id, _)| *id).collect();
-        let mut buyers: HashSet<u64> = rows.iter().map(|(_, user)| *user).collect();
+        let persisted: HashSet<i64> = rows.iter().map(|(id, _, _)| *id).collect();
+        // Buyers are the users with a live order: a cancelled one may buy again.
+        let mut buyers: HashSet<u64> = rows.iter().filter(|(_, _, live)| *live).map(|(_, user, _)| *user).collect();
         let mut holders: Vec<(u64, i64)> = Vec::new();
         let mut persisted_pending: Vec<i64> = Vec::new();
         for (order_id, accepted) in &pending {

@@ -118,7 +118,7 @@ pub async fn reconcile(
         .ok_or_else(|| anyhow::anyhow!("voucher {voucher_id} is not a seckill voucher"))?
         .stock;
     let db_buyers: BTreeSet<u64> =
-        store::orders_of_voucher(db, voucher_id).await?.into_iter().map(|(_, user)| user).collect();
+        store::orders_of_voucher(db, voucher_id).await?.into_iter().filter(|o| o.2).map(|(_, user, _)| user).collect();
     Ok(Reconciliation {
         voucher_id,
         pending_orders: pending,
