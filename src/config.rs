@@ -201,6 +201,11 @@ pub struct SeckillSettings {
     #[arg(long, env = "REQUEST_DEADLINE_MS", default_value_t = 10_000)]
     pub request_deadline_ms: u64,
 
+    /// An unpaid order not paid within this many seconds of its creation is
+    /// cancelled and its unit returned to the stock.
+    #[arg(long, env = "ORDER_PAY_TIMEOUT_S", default_value_t = 900)]
+    pub order_pay_timeout_s: u64,
+
     /// Order id sequences reserved per Redis round trip.
     #[arg(long, env = "ORDER_ID_BLOCK", default_value_t = 100)]
     pub order_id_block: u32,
@@ -504,6 +509,9 @@ impl SeckillSettings {
         }
         if !(1..=10_000).contains(&self.order_replica_wait_ms) {
             anyhow::bail!("ORDER_REPLICA_WAIT_MS must be between 1 and 10000");
+        }
+        if !(1..=7 * 24 * 3_600).contains(&self.order_pay_timeout_s) {
+            anyhow::bail!("ORDER_PAY_TIMEOUT_S must be between 1 and 604800 (a week)");
         }
         Ok(())
     }

@@ -129,6 +129,8 @@ pub(crate) enum ErrorCode {
     Ended,
     SoldOut,
     DuplicateOrder,
+    OrderExpired,
+    OrderState,
     IdempotencyInFlight,
     IdempotencyKeyReused,
     TooManyRequests,

@@ -31,6 +31,10 @@ pub enum ApiError {
     /// With the id of the order the user holds, when it is known.
     #[error("you already hold an order for this voucher")]
     DuplicateOrder(Option<i64>),
+    #[error("the order's payment deadline has passed")]
+    OrderExpired,
+    #[error("{0}")]
+    OrderState(&'static str),
     /// The same `Idempotency-Key` while its first request still runs.
     #[error("a request with this Idempotency-Key is still running; retry shortly")]
     IdempotencyInFlight,
@@ -74,9 +78,13 @@ impl ApiError {
             Self::Forbidden => StatusCode::FORBIDDEN,
             Self::NotFound(_) => StatusCode::NOT_FOUND,
             Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
-            Self::NotStarted | Self::Ended | Self::SoldOut | Self::DuplicateOrder(_) | Self::IdempotencyInFlight => {
-                StatusCode::CONFLICT
-            }
+            Self::NotStarted
+            | Self::Ended
+            | Self::SoldOut
+            | Self::DuplicateOrder(_)
+            | Self::OrderExpired
+            | Self::OrderState(_)
+            | Self::IdempotencyInFlight => StatusCode::CONFLICT,
             Self::IdempotencyKeyReused => StatusCode::UNPROCESSABLE_ENTITY,
             Self::TooManyRequests(_) | Self::RateLimited(..) => StatusCode::TOO_MANY_REQUESTS,
             Self::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
@@ -95,6 +103,8 @@ impl ApiError {
             Self::Ended => "ENDED",
             Self::SoldOut => "SOLD_OUT",
             Self::DuplicateOrder(_) => "DUPLICATE_ORDER",
+            Self::OrderExpired => "ORDER_EXPIRED",
+            Self::OrderState(_) => "ORDER_STATE",
             Self::IdempotencyInFlight => "IDEMPOTENCY_IN_FLIGHT",
             Self::IdempotencyKeyReused => "IDEMPOTENCY_KEY_REUSED",
             Self::TooManyRequests(_) | Self::RateLimited(..) => "TOO_MANY_REQUESTS",

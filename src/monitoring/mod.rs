@@ -51,6 +51,16 @@ pub(crate) fn recorder() -> PrometheusHandle {
 fn describe() {
     use metrics::{Unit, describe_counter, describe_gauge, describe_histogram};
     describe_counter!(
+        "hmdp_order_transitions_total",
+        "orders moved to a state (PAID, USED, CANCELLED, REFUNDED), by whom: a request or the unpaid timeout"
+    );
+    describe_counter!("hmdp_units_returned_total", "units given back to the stock by cancelled and refunded orders");
+    describe_histogram!(
+        "hmdp_order_expiry_lag_seconds",
+        Unit::Seconds,
+        "from an unpaid order's payment deadline to its cancel by the sweep"
+    );
+    describe_counter!(
         "hmdp_redis_stock_corrections_total",
         "times a voucher's Redis stock was set from MariaDB's row and changed (a refusal for lack of stock, a dead letter, the stock route)"
     );

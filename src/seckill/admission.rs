@@ -219,6 +219,39 @@ impl VoucherGates {
         }
     }
 
+    /// Units came back to the voucher (a cancel or refund committed here):
+    /// this instance sells again at once.
+    pub(super) fn units_returned(&self, voucher_id: u64) {
+        let known = self.gates.lock().expect("voucher gates poisoned").get(&voucher_id).cloned();
+        if let Some(gate) = known {
+            gate.sold_out.store(false, Ordering::Release);
+        }
+    }
+
+    /// Re-reads the stock of every voucher this instance holds for sold out
+    /// and still on sale, in the background: units returned by another
+    /// instance (a cancel, the unpaid timeout) sell here within a round,
+    /// without a burst of buyers told SOLD_OUT while one request rechecks.
+    pub(super) async fn refresh_sold_out(&self, db: &MySqlPool) {
+        let now = chrono::Utc::now().naive_utc();
+        let sold_out: Vec<(u64, Arc<Gate>)> = self
+            .gates
+            .lock()
+            .expect("voucher gates poisoned")
+            .iter()
+            .filter(|(_, gate)| gate.is_sold_out() && gate.window.end > now)
+            .map(|(&id, gate)| (id, gate.clone()))
+            .collect();
+        for (voucher_id, gate) in sold_out {
+            if let Ok(Some(sale)) = store::sale(db, voucher_id).await
+                && sale.stock > 0
+            {
+                gate.sold_out.store(false, Ordering::Release);
+                tracing::info!(voucher_id, stock = sale.stock, "stock came back to a sold-out voucher; selling again");
+            }
+        }
+    }
+
     /// Remembers a voucher read from the database. Past `GATES_MAX`, the
     /// gates of sales that ended a while ago leave first.
     fn insert(&self, voucher_id: u64, window: SaleWindow, stock: i32) -> Arc<Gate> {

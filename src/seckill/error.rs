@@ -29,6 +29,15 @@ pub enum SeckillError {
     /// are added to it.
     #[error("the stock is too large")]
     StockOutOfRange,
+    /// No such order of this user (or, for the shop, at all).
+    #[error("no such order")]
+    NoSuchOrder,
+    /// Paying an unpaid order after its deadline.
+    #[error("the order's payment deadline has passed")]
+    OrderExpired,
+    /// A transition the order's state does not allow; says which.
+    #[error("{0}")]
+    OrderState(&'static str),
     /// The user's lock is held by another of their orders.
     #[error("another order of yours is in progress")]
     InProgress,

@@ -15,6 +15,7 @@
 //! - `routes`: the HTTP handlers, where `SeckillError` becomes the envelope.
 
 mod admission;
+mod aftersale;
 mod asynchronous;
 mod error;
 mod model;
@@ -26,6 +27,7 @@ mod sync;
 
 pub use asynchronous::{Reconciliation, reconcile};
 pub use error::{SeckillError, SeckillResult};
+pub(crate) use model::OrderView;
 pub use model::StockSet;
 pub use routes::error_code;
 pub(crate) use routes::routes;

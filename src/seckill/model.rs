@@ -46,6 +46,52 @@ pub(crate) struct OrderView {
     #[serde(serialize_with = "time::serialize_opt", skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<String>, format = DateTime)]
     pub update_time: Option<NaiveDateTime>,
+    /// `status` by name: UNPAID, PAID, USED, CANCELLED, REFUNDING, REFUNDED.
+    #[sqlx(skip)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<String>)]
+    pub status_name: Option<&'static str>,
+    /// An unpaid order's: creation + `ORDER_PAY_TIMEOUT_S`; unpaid after it,
+    /// the order is cancelled and its unit returned.
+    #[sqlx(skip)]
+    #[serde(serialize_with = "time::serialize_opt", skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<String>, format = DateTime)]
+    pub pay_deadline: Option<NaiveDateTime>,
+}
+
+/// The course's order statuses.
+pub(crate) mod status {
+    pub(crate) const UNPAID: u8 = 1;
+    pub(crate) const PAID: u8 = 2;
+    pub(crate) const USED: u8 = 3;
+    pub(crate) const CANCELLED: u8 = 4;
+    pub(crate) const REFUNDING: u8 = 5;
+    pub(crate) const REFUNDED: u8 = 6;
+
+    pub(crate) fn name(status: u8) -> Option<&'static str> {
+        Some(match status {
+            UNPAID => "UNPAID",
+            PAID => "PAID",
+            USED => "USED",
+            CANCELLED => "CANCELLED",
+            REFUNDING => "REFUNDING",
+            REFUNDED => "REFUNDED",
+            _ => return None,
+        })
+    }
+}
+
+impl OrderView {
+    /// Fills what the row does not hold: the status's name and, while the
+    /// order is unpaid (a pending order is too), its payment deadline.
+    pub(crate) fn with_terms(mut self, pay_timeout: chrono::TimeDelta) -> Self {
+        if self.state == OrderState::Pending && self.status.is_none() {
+            self.status = Some(status::UNPAID);
+        }
+        self.status_name = self.status.and_then(status::name);
+        self.pay_deadline = (self.status == Some(status::UNPAID)).then(|| self.create_time + pay_timeout);
+        self
+    }
 }
 
 fn as_string<S: Serializer>(id: &i64, s: S) -> Result<S::Ok, S::Error> {

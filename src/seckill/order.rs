@@ -167,5 +167,7 @@ fn pending_view(order_id: i64, user_id: u64, voucher_id: u64, ts: &str, state: O
         use_time: None,
         refund_time: None,
         update_time: None,
+        status_name: None,
+        pay_deadline: None,
     }
 }

@@ -15,7 +15,7 @@ use crate::{
     http::{
         ApiError, ApiResult, Reply,
         envelope::{Failure, Success},
-        extract::{Path, Query},
+        extract::{Json, Path, Query},
         failures::{BadPath, Unauthorized, Unavailable},
         idempotency::{Idempotency, IdempotencyKey},
         ratelimit::LocalUserLimiter,
@@ -34,6 +34,9 @@ impl From<SeckillError> for ApiError {
             SeckillError::StockOutOfRange => {
                 Self::Validation(format!("stock plus the orders awaiting persistence must stay within {}", i32::MAX))
             }
+            SeckillError::NoSuchOrder => Self::NotFound("no such order"),
+            SeckillError::OrderExpired => Self::OrderExpired,
+            SeckillError::OrderState(why) => Self::OrderState(why),
             SeckillError::InProgress => Self::TooManyRequests("another order of yours is in progress"),
             SeckillError::Unavailable(cause) => Self::Unavailable(cause),
             SeckillError::Internal(cause) => Self::Internal(cause),
@@ -59,6 +62,9 @@ where
         .route("/voucher-order/seckill/{voucher_id}", post(place_order))
         .route("/voucher-order/mine", get(my_orders))
         .route("/voucher-order/{order_id}", get(show_order))
+        .route("/voucher-order/{order_id}/pay", post(pay_order))
+        .route("/voucher-order/{order_id}/cancel", post(cancel_order))
+        .route("/voucher-order/{order_id}/refund", post(refund_order))
 }
 
 #[utoipa::path(post, path = "/voucher-order/seckill/{voucher_id}", tag = "order", security(("token" = [])),
@@ -132,6 +138,76 @@ pub(crate) async fn show_order(
 ) -> ApiResult<Reply<OrderView>> {
     let order = seckill.find_order(order_id, user.id).await?.ok_or(ApiError::NotFound("no such order"))?;
     Ok(Reply::data(order))
+}
+
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub(crate) struct PayForm {
+    /// 1 balance, 2 Alipay, 3 WeChat.
+    pay_type: u8,
+}
+
+/// Pays an unpaid order before its deadline. There is no payment provider:
+/// this is the state change a provider's confirmed callback would cause.
+/// Paying again with the same pay type answers the paid order again.
+#[utoipa::path(post, path = "/voucher-order/{order_id}/pay", tag = "order", security(("token" = [])),
+    params(("order_id" = String, Path, description = "the order id")), request_body = PayForm,
+    responses(
+        (status = 200, description = "the paid order", body = Success<OrderView>),
+        (status = 400, description = "VALIDATION: payType is not 1, 2 or 3", body = Failure),
+        BadPath, Unauthorized,
+        (status = 404, description = "NOT_FOUND: no such order of this user", body = Failure),
+        (status = 409, description = "ORDER_EXPIRED: the payment deadline has passed; ORDER_STATE: not unpaid (paid with another pay type, cancelled, used, refunded, or still being recorded)", body = Failure),
+        Unavailable,
+    ))]
+pub(crate) async fn pay_order(
+    State(seckill): State<Seckill>,
+    user: CurrentUser,
+    Path(order_id): Path<i64>,
+    Json(form): Json<PayForm>,
+) -> ApiResult<Reply<OrderView>> {
+    if !(1..=3).contains(&form.pay_type) {
+        return Err(ApiError::validation("payType must be 1 (balance), 2 (Alipay) or 3 (WeChat)"));
+    }
+    Ok(Reply::data(seckill.pay(order_id, user.id, form.pay_type).await?))
+}
+
+/// Cancels an unpaid order; its unit goes back on sale, and the user may
+/// buy the voucher again. Cancelling it again answers it again.
+#[utoipa::path(post, path = "/voucher-order/{order_id}/cancel", tag = "order", security(("token" = [])),
+    params(("order_id" = String, Path, description = "the order id")),
+    responses(
+        (status = 200, description = "the cancelled order", body = Success<OrderView>),
+        BadPath, Unauthorized,
+        (status = 404, description = "NOT_FOUND: no such order of this user", body = Failure),
+        (status = 409, description = "ORDER_STATE: not unpaid (a paid order is refunded instead)", body = Failure),
+        Unavailable,
+    ))]
+pub(crate) async fn cancel_order(
+    State(seckill): State<Seckill>,
+    user: CurrentUser,
+    Path(order_id): Path<i64>,
+) -> ApiResult<Reply<OrderView>> {
+    Ok(Reply::data(seckill.cancel(order_id, user.id).await?))
+}
+
+/// Refunds a paid, unused order at once (no provider to wait for); its unit
+/// goes back on sale, and the user may buy the voucher again.
+#[utoipa::path(post, path = "/voucher-order/{order_id}/refund", tag = "order", security(("token" = [])),
+    params(("order_id" = String, Path, description = "the order id")),
+    responses(
+        (status = 200, description = "the refunded order", body = Success<OrderView>),
+        BadPath, Unauthorized,
+        (status = 404, description = "NOT_FOUND: no such order of this user", body = Failure),
+        (status = 409, description = "ORDER_STATE: not paid, or already used", body = Failure),
+        Unavailable,
+    ))]
+pub(crate) async fn refund_order(
+    State(seckill): State<Seckill>,
+    user: CurrentUser,
+    Path(order_id): Path<i64>,
+) -> ApiResult<Reply<OrderView>> {
+    Ok(Reply::data(seckill.refund(order_id, user.id).await?))
 }
 
 const MAX_PAGE_SIZE: u32 = 100;

@@ -11,6 +11,7 @@ use hmdp_lock::LockService;
 
 use super::{
     admission::VoucherGates,
+    aftersale::AfterSale,
     asynchronous::{self, AsyncOrders, CONSUMER_BLOCK, Consumer, ReplicaWait},
     error::SeckillResult,
     model::{OrderView, PlacedOrder, StockSet},
@@ -36,6 +37,8 @@ struct Service {
     redis: Redis,
     keys: Keys,
     locks: LockService,
+    /// Payment, cancellation, refund, redemption and the unpaid timeout.
+    aftersale: Arc<AfterSale>,
     /// Cancelled at shutdown; every background task of the service (the
     /// consumer, the group-commit workers) watches it and is tracked here.
     stop: CancellationToken,
@@ -67,6 +70,7 @@ impl Seckill {
         let Dependencies { db, replica, redis, keys, order_ids, locks } = deps;
         let (stop, tasks) = (CancellationToken::new(), TaskTracker::new());
         let gates = VoucherGates::new(config.seckill.hot_row_permits, config.seckill.hot_row_queue_max);
+        let sync_gates = matches!(config.seckill.mode, SeckillMode::Sync).then(|| gates.clone());
         let deadline = Duration::from_millis(config.seckill.request_deadline_ms);
         let mode = match config.seckill.mode {
             SeckillMode::Sync => Mode::Sync(Arc::new(SyncOrders {
@@ -136,7 +140,15 @@ impl Seckill {
                 Mode::Async { orders: Box::new(orders), consumer: Box::new(consumer) }
             }
         };
-        Ok(Self(Arc::new(Service { mode, db, replica, redis, keys, locks, stop, tasks })))
+        let aftersale = Arc::new(AfterSale {
+            db: db.clone(),
+            redis: redis.clone(),
+            keys: keys.clone(),
+            pay_timeout_s: config.seckill.order_pay_timeout_s,
+            asynchronous: matches!(mode, Mode::Async { .. }),
+            gates: sync_gates,
+        });
+        Ok(Self(Arc::new(Service { mode, db, replica, redis, keys, locks, aftersale, stop, tasks })))
     }
 
     /// `sync` or `async`, for logs and metrics labels.
@@ -147,12 +159,14 @@ impl Seckill {
         }
     }
 
-    /// Starts the background work of the mode: the asynchronous consumer.
+    /// Starts the background work: the asynchronous consumer, and in both
+    /// modes the unpaid-order sweep.
     /// Group-commit workers start with their voucher's first order.
     pub(crate) fn start(&self) {
         if let Mode::Async { consumer, .. } = &self.0.mode {
             self.0.tasks.spawn(Consumer::clone(consumer).run(self.0.stop.clone()));
         }
+        self.0.tasks.spawn(self.0.aftersale.clone().run_sweeper(self.0.stop.clone()));
     }
 
     /// Stops every background task and waits for it: the consumer finishes
@@ -227,7 +241,27 @@ impl Seckill {
     /// was told about is never "not found".
     pub(crate) async fn find_order(&self, order_id: i64, user_id: u64) -> SeckillResult<Option<OrderView>> {
         let rows = order::Rows { primary: &self.0.db, replica: self.0.replica.as_ref() };
-        order::find_owned(rows, &mut self.0.redis.clone(), &self.0.keys, order_id, user_id).await
+        let found = order::find_owned(rows, &mut self.0.redis.clone(), &self.0.keys, order_id, user_id).await?;
+        Ok(found.map(|order| order.with_terms(self.0.aftersale.pay_timeout())))
+    }
+
+    /// The owner pays an unpaid order before its deadline (`payType` 1
+    /// balance, 2 Alipay, 3 WeChat).
+    pub(crate) async fn pay(&self, order_id: i64, user_id: u64, pay_type: u8) -> SeckillResult<OrderView> {
+        self.0.aftersale.confirm_payment(order_id, Some(user_id), pay_type).await
+    }
+
+    pub(crate) async fn cancel(&self, order_id: i64, user_id: u64) -> SeckillResult<OrderView> {
+        self.0.aftersale.cancel(order_id, user_id).await
+    }
+
+    pub(crate) async fn refund(&self, order_id: i64, user_id: u64) -> SeckillResult<OrderView> {
+        self.0.aftersale.refund(order_id, user_id).await
+    }
+
+    /// The shop redeems a paid order (admin).
+    pub(crate) async fn redeem(&self, order_id: i64) -> SeckillResult<OrderView> {
+        self.0.aftersale.redeem(order_id).await
     }
 
     /// One page of the user's orders, newest first, and how many in all.
@@ -240,7 +274,10 @@ impl Seckill {
         // Rows may lag a moment behind the orders (the replica's delay);
         // pending orders come from Redis, checked against the primary.
         let rows = order::Rows { primary: &self.0.db, replica: self.0.replica.as_ref() };
-        order::list_owned(rows, &mut self.0.redis.clone(), &self.0.keys, user_id, page, per_page).await
+        let (orders, total) =
+            order::list_owned(rows, &mut self.0.redis.clone(), &self.0.keys, user_id, page, per_page).await?;
+        let terms = self.0.aftersale.pay_timeout();
+        Ok((orders.into_iter().map(|o| o.with_terms(terms)).collect(), total))
     }
 
     /// The per-user lock service of the synchronous mode.

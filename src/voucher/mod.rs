@@ -55,6 +55,7 @@ where
         .route("/voucher/list/{shop_id}", get(list_for_shop))
         .route("/voucher/{voucher_id}/status", put(set_status))
         .route("/voucher/seckill/{voucher_id}/stock", put(set_stock))
+        .route("/voucher-order/{order_id}/use", post(redeem_order))
 }
 
 #[derive(Debug, serde::Deserialize, utoipa::ToSchema)]
@@ -135,6 +136,24 @@ pub(crate) async fn set_stock(
         .filter(|s| *s >= 0)
         .ok_or_else(|| ApiError::validation(format!("stock must be between 0 and {}", i32::MAX)))?;
     Ok(Reply::data(sales.set_stock(voucher_id, stock).await?))
+}
+
+/// The shop redeems a paid order (admin). Redeeming it again answers it
+/// again.
+#[utoipa::path(post, path = "/voucher-order/{order_id}/use", tag = "order", security(("adminKey" = [])),
+    params(("order_id" = String, Path, description = "the order id")),
+    responses(
+        (status = 200, description = "the used order", body = Success<seckill::OrderView>),
+        (status = 404, description = "NOT_FOUND: no such order", body = Failure),
+        (status = 409, description = "ORDER_STATE: not paid", body = Failure),
+        BadPath, Forbidden, RateLimited, Unavailable,
+    ))]
+pub(crate) async fn redeem_order(
+    State(sales): State<Seckill>,
+    _admin: Admin,
+    Path(order_id): Path<i64>,
+) -> ApiResult<Reply<seckill::OrderView>> {
+    Ok(Reply::data(sales.redeem(order_id).await?))
 }
 
 #[utoipa::path(post, path = "/voucher", tag = "voucher", security(("adminKey" = [])), request_body = VoucherForm,

@@ -85,6 +85,7 @@ pub fn test_config() -> (Config, String, String) {
             async_retire_after_ms: 60_000,
             order_replica_acks: None,
             order_replica_wait_ms: 500,
+            order_pay_timeout_s: 900,
         },
     };
     (config, database, prefix)

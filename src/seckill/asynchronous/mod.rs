@@ -474,6 +474,31 @@ impl AsyncOrders {
     }
 }
 
+/// Units MariaDB got back (cancelled or refunded orders, committed): Redis's
+/// stock is set from the row and the users' buyer slots are freed, so they
+/// may buy again. Idempotent.
+pub(super) async fn units_returned(
+    db: &MySqlPool,
+    redis: &Redis,
+    keys: &Keys,
+    voucher_id: u64,
+    users: &[u64],
+) -> SeckillResult<()> {
+    let sk = keys.seckill(voucher_id);
+    let mut tx = db.begin().await?;
+    let Some(db_stock) = store::lock_stock(&mut *tx, voucher_id).await? else { return Ok(()) };
+    let found = converge::unpersisted(&mut tx, redis, &sk, voucher_id).await?;
+    // Only users without another live order of the voucher lose their slot.
+    let still_holding = store::held_orders(&mut *tx, voucher_id, users).await?;
+    let freed: Vec<u64> = users.iter().copied().filter(|u| !still_holding.contains_key(u)).collect();
+    if !freed.is_empty() {
+        redis.clone().srem::<_, _, ()>(&sk.buyers, &freed).await?;
+    }
+    converge::set_from_row(redis, &sk, voucher_id, db_stock.into(), &found).await?;
+    tx.commit().await?;
+    Ok(())
+}
+
 /// A voucher's shelf status, where the order script reads it. A voucher
 /// not loaded yet is left alone: its load reads the status from MariaDB,
 /// which has it already.

@@ -1,0 +1,244 @@
+//! The order after the sale: payment, cancellation, refund, the shop's
+//! redemption, and the unpaid timeout that gives the unit back.
+//!
+//! MariaDB decides every transition with a conditional update on the order's
+//! status, so of two that race (a late payment and the timeout, a cancel
+//! and a payment) exactly one wins and the other is told what happened.
+//! A unit comes back into `tb_seckill_voucher.stock` in the transaction
+//! that ends the order, under the voucher's row lock (taken first, as every
+//! order transaction does); in the asynchronous mode Redis then learns it
+//! from the row (its stock set from MariaDB's, the buyer's slot freed),
+//! which is idempotent, so doing it twice returns nothing twice.
+
+use std::{sync::Arc, time::Duration};
+
+use chrono::TimeDelta;
+use hmdp_redis::Redis;
+use sqlx::MySqlPool;
+use tokio_util::sync::CancellationToken;
+
+use super::{
+    admission::VoucherGates,
+    asynchronous,
+    error::{SeckillError, SeckillResult},
+    model::{OrderState, OrderView, status},
+    order, store,
+};
+use crate::keys::Keys;
+
+/// How often each instance looks for unpaid orders past their deadline.
+const SWEEP_EVERY: Duration = Duration::from_secs(1);
+/// Vouchers, and orders of one voucher, handled per sweep at most.
+const SWEEP_VOUCHERS: u32 = 100;
+const SWEEP_ORDERS: u32 = 500;
+
+pub(super) struct AfterSale {
+    pub db: MySqlPool,
+    pub redis: Redis,
+    pub keys: Keys,
+    pub pay_timeout_s: u64,
+    /// Redis holds the stock and the buyers too.
+    pub asynchronous: bool,
+    /// The synchronous mode's sold-out memory, told of returned units.
+    pub gates: Option<VoucherGates>,
+}
+
+impl AfterSale {
+    pub(super) fn pay_timeout(&self) -> TimeDelta {
+        TimeDelta::seconds(self.pay_timeout_s as i64)
+    }
+
+    /// The seam a payment provider's confirmed callback would call: there is
+    /// no provider, so paying is this state change. Idempotent on the order
+    /// id: the same payment again answers the paid order.
+    pub(super) async fn confirm_payment(
+        &self,
+        order_id: i64,
+        owner: Option<u64>,
+        pay_type: u8,
+    ) -> SeckillResult<OrderView> {
+        let order = self.order(order_id, owner).await?;
+        if order.status == Some(status::UNPAID)
+            && store::confirm_payment(&self.db, order_id, pay_type, self.pay_timeout_s).await?
+        {
+            transition("paid");
+            return self.order(order_id, owner).await;
+        }
+        let order = self.order(order_id, owner).await?;
+        match order.status.unwrap_or_default() {
+            status::PAID if order.pay_type == Some(pay_type) => Ok(order),
+            status::PAID => Err(SeckillError::OrderState("the order is already paid, with another pay type")),
+            status::UNPAID => Err(SeckillError::OrderExpired),
+            status::CANCELLED if self.expired(&order) => Err(SeckillError::OrderExpired),
+            status::CANCELLED => Err(SeckillError::OrderState("the order was cancelled")),
+            _ => Err(SeckillError::OrderState("only an unpaid order can be paid")),
+        }
+    }
+
+    /// The owner cancels an unpaid order; its unit goes back. Cancelling a
+    /// cancelled order answers it again.
+    pub(super) async fn cancel(&self, order_id: i64, owner: u64) -> SeckillResult<OrderView> {
+        self.end(
+            order_id,
+            owner,
+            status::UNPAID,
+            status::CANCELLED,
+            "only an unpaid order can be cancelled (a paid one is refunded)",
+        )
+        .await
+    }
+
+    /// The owner gets a paid, unused order refunded at once (there is no
+    /// provider to wait for); its unit goes back.
+    pub(super) async fn refund(&self, order_id: i64, owner: u64) -> SeckillResult<OrderView> {
+        self.end(order_id, owner, status::PAID, status::REFUNDED, "only a paid, unused order can be refunded").await
+    }
+
+    /// The shop redeems a paid order. Redeeming it again answers it again.
+    pub(super) async fn redeem(&self, order_id: i64) -> SeckillResult<OrderView> {
+        let used = store::redeem(&self.db, order_id).await?;
+        let order = self.order(order_id, None).await?;
+        if used {
+            transition("used");
+            return Ok(order);
+        }
+        match order.status.unwrap_or_default() {
+            status::USED => Ok(order),
+            _ => Err(SeckillError::OrderState("only a paid order can be used")),
+        }
+    }
+
+    async fn end(
+        &self,
+        order_id: i64,
+        owner: u64,
+        from: u8,
+        to: u8,
+        refusal: &'static str,
+    ) -> SeckillResult<OrderView> {
+        let order = self.order(order_id, Some(owner)).await?;
+        let mut tx = self.db.begin().await?;
+        store::lock_stock(&mut *tx, order.voucher_id).await?;
+        let ended = store::end_order(&mut *tx, order_id, from, to).await?;
+        if ended {
+            store::give_back(&mut *tx, order.voucher_id, 1).await?;
+        }
+        tx.commit().await?;
+        let order = self.order(order_id, Some(owner)).await?;
+        if !ended {
+            return match order.status {
+                Some(now) if now == to => Ok(order),
+                // The timeout cancelled it first: cancelled all the same.
+                Some(status::CANCELLED) if to == status::CANCELLED => Ok(order),
+                _ => Err(SeckillError::OrderState(refusal)),
+            };
+        }
+        transition(status::name(to).unwrap_or("ended"));
+        metrics::counter!("hmdp_units_returned_total").increment(1);
+        self.units_returned(order.voucher_id, &[owner]).await;
+        Ok(order)
+    }
+
+    /// The order with its row, for its owner (`None`: anyone's); an order
+    /// still pending in Redis cannot change state yet.
+    async fn order(&self, order_id: i64, owner: Option<u64>) -> SeckillResult<OrderView> {
+        match store::order_by_id(&self.db, order_id).await? {
+            Some(order) if owner.is_none_or(|u| u == order.user_id) => Ok(order.with_terms(self.pay_timeout())),
+            Some(_) => Err(SeckillError::NoSuchOrder),
+            None => {
+                let pending = match owner {
+                    Some(user) if self.asynchronous => {
+                        let rows = order::Rows { primary: &self.db, replica: None };
+                        order::find_owned(rows, &mut self.redis.clone(), &self.keys, order_id, user).await?
+                    }
+                    _ => None,
+                };
+                match pending {
+                    Some(view) if view.state == OrderState::Pending => {
+                        Err(SeckillError::OrderState("the order is still being recorded: try again in a moment"))
+                    }
+                    Some(view) if view.state == OrderState::Failed => {
+                        Err(SeckillError::OrderState("the order could not be recorded"))
+                    }
+                    _ => Err(SeckillError::NoSuchOrder),
+                }
+            }
+        }
+    }
+
+    fn expired(&self, order: &OrderView) -> bool {
+        order.create_time + self.pay_timeout() <= chrono::Utc::now().naive_utc()
+    }
+
+    /// One sweep: every unpaid order past its deadline is cancelled and its
+    /// unit returned, voucher by voucher under the voucher's row lock (two
+    /// instances sweeping take turns; the second finds nothing left).
+    /// Returns the orders cancelled.
+    pub(super) async fn sweep(&self) -> SeckillResult<u64> {
+        let mut cancelled = 0;
+        for voucher in store::vouchers_with_expired_orders(&self.db, self.pay_timeout_s, SWEEP_VOUCHERS).await? {
+            let mut tx = self.db.begin().await?;
+            if store::lock_stock(&mut *tx, voucher).await?.is_none() {
+                continue;
+            }
+            let expired = store::lock_expired_orders(&mut *tx, voucher, self.pay_timeout_s, SWEEP_ORDERS).await?;
+            let ids: Vec<i64> = expired.iter().map(|(id, _, _)| *id).collect();
+            let n = store::cancel_unpaid(&mut *tx, &ids).await?;
+            store::give_back(&mut *tx, voucher, n).await?;
+            tx.commit().await?;
+            if n == 0 {
+                continue;
+            }
+            let now = chrono::Utc::now().naive_utc();
+            for (_, _, created) in &expired {
+                let lag = (now - (*created + self.pay_timeout())).num_milliseconds().max(0) as f64 / 1000.0;
+                metrics::histogram!("hmdp_order_expiry_lag_seconds").record(lag);
+            }
+            metrics::counter!("hmdp_order_transitions_total", "to" => "CANCELLED", "by" => "timeout").increment(n);
+            metrics::counter!("hmdp_units_returned_total").increment(n);
+            tracing::info!(voucher, cancelled = n, "unpaid orders past their deadline cancelled; units returned");
+            let users: Vec<u64> = expired.iter().map(|(_, user, _)| *user).collect();
+            self.units_returned(voucher, &users).await;
+            cancelled += n;
+        }
+        Ok(cancelled)
+    }
+
+    /// Sweeps every `SWEEP_EVERY` until `stop`. Every instance runs one;
+    /// MariaDB keeps them from cancelling an order twice. In the synchronous
+    /// mode each round also re-reads the vouchers held for sold out, so
+    /// units another instance returned sell here within a round.
+    pub(super) async fn run_sweeper(self: Arc<Self>, stop: CancellationToken) {
+        loop {
+            tokio::select! {
+                () = stop.cancelled() => break,
+                () = tokio::time::sleep(SWEEP_EVERY) => {}
+            }
+            if let Err(err) = self.sweep().await {
+                tracing::warn!(error = %err, "the unpaid-order sweep failed; again in a moment");
+            }
+            if let Some(gates) = &self.gates {
+                gates.refresh_sold_out(&self.db).await;
+            }
+        }
+    }
+
+    /// Asynchronous mode: Redis learns the units MariaDB got back and frees
+    /// the buyers' slots. A failure leaves Redis short (it undersells, never
+    /// oversells) until the next correction; it is logged.
+    async fn units_returned(&self, voucher: u64, users: &[u64]) {
+        if let Some(gates) = &self.gates {
+            gates.units_returned(voucher);
+        }
+        if !self.asynchronous {
+            return;
+        }
+        if let Err(err) = asynchronous::units_returned(&self.db, &self.redis, &self.keys, voucher, users).await {
+            tracing::warn!(voucher, error = %err, "Redis did not learn of returned units");
+        }
+    }
+}
+
+fn transition(to: &'static str) {
+    metrics::counter!("hmdp_order_transitions_total", "to" => to, "by" => "request").increment(1);
+}
