@@ -121,7 +121,8 @@ async fn seckill_voucher(api: &Api, shop: u64, title: &str, stock: i64, opens_in
 
 #[tokio::test]
 #[ignore = "needs the nginx stack and chromium-driver; scripts/test runs it"]
-async fn in_a_browser_a_buyer_logs_in_buys_sees_the_order_and_is_told_already_bought_sold_out_and_not_started() {
+async fn in_a_browser_a_buyer_buys_pays_is_told_already_bought_sold_out_and_not_started_and_watches_an_unpaid_order_expire()
+ {
     let base = env("HMDP_BASE_URL");
     let api = Api::new(base.clone(), env("ADMIN_KEY"), 4);
     let run = chrono::Utc::now().timestamp_micros() as u64;
@@ -130,6 +131,7 @@ async fn in_a_browser_a_buyer_logs_in_buys_sees_the_order_and_is_told_already_bo
     let on_sale = seckill_voucher(&api, shop, "50 off, today only", 5, open).await;
     let sold_out = seckill_voucher(&api, shop, "Free coffee", 0, open).await;
     let upcoming = seckill_voucher(&api, shop, "Tomorrow's deal", 3, chrono::Duration::hours(1)).await;
+    let expiring = seckill_voucher(&api, shop, "Pay or lose it", 1, open).await;
     let phone = format!("137{:08}", run % 100_000_000);
 
     let driver = Driver::start().await;
@@ -184,7 +186,12 @@ async fn in_a_browser_a_buyer_logs_in_buys_sees_the_order_and_is_told_already_bo
     assert_eq!(bought, format!("Bought! Order {order_id}."));
     let lost = page.execute("return window.lostAnswers", vec![]).await.unwrap();
     assert_eq!(lost.as_u64(), Some(1), "the first answer was lost, and the retry was told the first order");
-    wait_text(&page, "#orders", |t| t.contains(&order_id.to_string()) && t.contains("CONFIRMED")).await;
+    // Unpaid, with its time to pay counting down: paid here.
+    let mine = format!("li[data-order=\"{order_id}\"]");
+    wait_text(&page, &mine, |t| t.contains("UNPAID") && t.contains("Pay within")).await;
+    page.find(Locator::Css(&format!("{mine} button.pay"))).await.unwrap().click().await.unwrap();
+    wait_text(&page, "#message", |t| t == "Paid.").await;
+    wait_text(&page, &mine, |t| t.contains("PAID") && !t.contains("UNPAID")).await;
     wait_text(&page, &format!("li[data-voucher=\"{on_sale}\"]"), |t| t.contains("Stock: 4")).await;
 
     // Again: already bought. The sold-out voucher: sold out.
@@ -194,6 +201,21 @@ async fn in_a_browser_a_buyer_logs_in_buys_sees_the_order_and_is_told_already_bo
     wait_text(&page, "#message", |t| t == "Sold out.").await;
     buy_button(&page, upcoming).await.click().await.unwrap();
     wait_text(&page, "#message", |t| t == "The sale has not started yet.").await;
+
+    // An order left unpaid: its time runs out (the stack runs with a short
+    // ORDER_PAY_TIMEOUT_S here), the service cancels it, and the page says so.
+    buy_button(&page, expiring).await.click().await.unwrap();
+    wait_text(&page, "#message", |t| t.starts_with("Bought!")).await;
+    let expiring_order: i64 = sqlx::query_scalar("SELECT id FROM tb_voucher_order WHERE voucher_id = ?")
+        .bind(expiring)
+        .fetch_one(&db)
+        .await
+        .unwrap();
+    let row = format!("li[data-order=\"{expiring_order}\"]");
+    wait_text(&page, &row, |t| t.contains("Pay within")).await;
+    wait_text(&page, &row, |t| t.contains("Payment time is up") || t.contains("CANCELLED")).await;
+    wait_text(&page, &row, |t| t.contains("CANCELLED")).await;
+    wait_text(&page, &format!("li[data-voucher=\"{expiring}\"]"), |t| t.contains("Stock: 1")).await;
 
     // Usable at 360 px: nothing wider than the screen.
     let viewport = page.execute("return window.innerWidth", vec![]).await.unwrap();

@@ -10,6 +10,7 @@
 //! creates a voucher through the admin API (ADMIN_KEY), window open now;
 //! `--voucher` uses an existing one. Exits non-zero when the audit fails.
 
+mod aftersale;
 mod audit;
 mod report;
 
@@ -79,6 +80,14 @@ struct Args {
     /// answer): the audit counts them as stock there from the start.
     #[arg(long)]
     stock_delta_file: Option<PathBuf>,
+    /// After the sale, this percentage of the winners pays; the others let
+    /// the service's unpaid timeout cancel their orders, and a second wave
+    /// of the losers buys the returned units. Needs --pay-timeout-s.
+    #[arg(long, requires = "pay_timeout_s")]
+    pay_percent: Option<f64>,
+    /// The service's ORDER_PAY_TIMEOUT_S, for --pay-percent.
+    #[arg(long)]
+    pay_timeout_s: Option<u64>,
     /// Also write the report and the audit as JSON.
     #[arg(long)]
     json: Option<PathBuf>,
@@ -239,7 +248,7 @@ async fn main() -> anyhow::Result<()> {
         anyhow::ensure!(failed == 0, "{failed} requests failed");
         return Ok(());
     };
-    let successes = recorder.count(Outcome::Success);
+    let mut successes = recorder.count(Outcome::Success);
     let unreplicated = recorder.count(Outcome::Unreplicated);
     let first_sent = recorder.first_sent().unwrap_or_else(Instant::now);
     let drain_timeout = Duration::from_secs_f64(args.drain_timeout);
@@ -251,7 +260,33 @@ async fn main() -> anyhow::Result<()> {
         wait_for_rows(&db, voucher, before.orders + (successes + unreplicated) as i64, drain_timeout).await?;
     let mut redis = connect_redis(&args.redis).await?;
     let keys = Keys::new(&args.redis.key_prefix);
-    let reconciliation = wait_for_drain(&db, &mut redis, &keys, voucher, drain_timeout).await?;
+    let mut reconciliation = wait_for_drain(&db, &mut redis, &keys, voucher, drain_timeout).await?;
+    let after_sale = match (args.pay_percent, args.pay_timeout_s) {
+        (Some(percent), Some(timeout)) => {
+            let winners: Vec<(usize, String, i64)> = answers
+                .iter()
+                .filter(|(_, outcome, _)| *outcome == Outcome::Success)
+                .filter_map(|(user, _, id)| Some((*user, tokens[*user].token.clone(), (*id)?)))
+                .collect();
+            let losers: Vec<(usize, String)> = answers
+                .iter()
+                .filter(|(_, outcome, _)| *outcome == Outcome::SoldOut)
+                .map(|(user, _, _)| (*user, tokens[*user].token.clone()))
+                .collect();
+            let base = args.base_url.trim_end_matches('/');
+            let scenario = aftersale::Scenario { pay_percent: percent, pay_timeout: Duration::from_secs(timeout) };
+            let report = aftersale::run(&client, base, &db, voucher, &winners, &losers, scenario).await?;
+            // The audit weighs live orders: the cancelled ones left, the
+            // second wave's came.
+            successes = successes + report.second_wave_successes - report.returned;
+            for &(user, id) in &report.second_wave_orders {
+                answers.push((user, Outcome::Success, Some(id)));
+            }
+            reconciliation = wait_for_drain(&db, &mut redis, &keys, voucher, drain_timeout).await?;
+            Some(report)
+        }
+        _ => None,
+    };
     let after = audit::Snapshot::read(&db, voucher).await?;
     let stock_added = match &args.stock_delta_file {
         Some(path) => read_stock_deltas(path)?,
@@ -283,6 +318,9 @@ async fn main() -> anyhow::Result<()> {
         ),
     }
     println!("{}", audit.render());
+    if let Some(report) = &after_sale {
+        println!("{}", report.render());
+    }
 
     if let Some(path) = &args.json {
         let doc = json!({
@@ -296,12 +334,17 @@ async fn main() -> anyhow::Result<()> {
             "rowsLandedSecs": rows_landed.map(|at| (at - first_sent).as_secs_f64()),
             "otherAnswers": others,
             "retried": retried,
+            "afterSale": after_sale,
             "audit": audit,
         });
         std::fs::write(path, serde_json::to_string_pretty(&doc)?)
             .with_context(|| format!("writing {}", path.display()))?;
     }
     anyhow::ensure!(audit.passed, "audit failed");
+    anyhow::ensure!(
+        after_sale.as_ref().is_none_or(aftersale::AfterSaleReport::passed),
+        "the after-sale scenario failed"
+    );
     // Without a fault, a 503 is as unexpected as anything else.
     let unexpected = recorder.count(Outcome::Other) + recorder.count(Outcome::Unavailable);
     anyhow::ensure!(!args.fail_on_other || unexpected == 0, "{unexpected} requests ended in unexpected outcomes");

@@ -6,6 +6,8 @@ const MESSAGES = {
   SOLD_OUT: "Sold out.",
   DUPLICATE_ORDER: "You already bought this voucher.",
   IDEMPOTENCY_IN_FLIGHT: "Your order is still being placed: check your orders in a moment.",
+  ORDER_EXPIRED: "Too late: the time to pay has run out.",
+  ORDER_STATE: "This order can no longer do that.",
   NOT_STARTED: "The sale has not started yet.",
   ENDED: "The sale has ended.",
   TOO_MANY_REQUESTS: "Too many requests: wait a moment and try again.",
@@ -195,9 +197,29 @@ async function loadOrders() {
   for (const o of json.data) {
     const li = document.createElement("li");
     li.className = "order";
-    li.textContent = "Order " + o.id + " · voucher " + o.voucherId + " · " + o.state;
+    li.dataset.order = o.id;
+    const what = document.createElement("span");
+    what.className = "what";
+    what.textContent = "Order " + o.id + " · voucher " + o.voucherId + " · " + (o.statusName || o.state);
+    li.append(what);
+    if (o.statusName === "UNPAID" && o.state === "CONFIRMED") {
+      // Pay before the deadline, or cancel; the countdown ticks with the page.
+      const left = document.createElement("span");
+      left.className = "deadline muted";
+      left.dataset.deadline = o.payDeadline;
+      const pay = document.createElement("button");
+      pay.className = "pay";
+      pay.textContent = "Pay";
+      pay.addEventListener("click", () => settle(o.id, "pay", { payType: 1 }, "Paid."));
+      const cancel = document.createElement("button");
+      cancel.className = "cancel";
+      cancel.textContent = "Cancel";
+      cancel.addEventListener("click", () => settle(o.id, "cancel", undefined, "Cancelled: the voucher is back on sale."));
+      li.append(left, pay, cancel);
+    }
     list.append(li);
   }
+  tickDeadlines();
   if (!json.data.length) {
     const li = document.createElement("li");
     li.className = "muted";
@@ -205,6 +227,30 @@ async function loadOrders() {
     list.append(li);
   }
 }
+
+async function settle(orderId, what, body, done) {
+  const json = await call("POST", "/voucher-order/" + orderId + "/" + what, body);
+  say(json.success ? done : failure(json), json.success);
+  loadOrders();
+  loadVouchers();
+}
+
+// Each unpaid order's time left to pay; once it has run out, the orders are
+// read again shortly after (the service cancels the order within seconds).
+let reloadForExpiry = null;
+function tickDeadlines() {
+  const now = Date.now() + serverSkewMs;
+  for (const el of document.querySelectorAll("#orders .deadline")) {
+    const left = Date.parse(el.dataset.deadline) - now;
+    if (left > 0) {
+      el.textContent = "Pay within " + fmtLeft(left);
+    } else {
+      el.textContent = "Payment time is up";
+      if (!reloadForExpiry) reloadForExpiry = setTimeout(() => { reloadForExpiry = null; loadOrders(); loadVouchers(); }, 1500);
+    }
+  }
+}
+setInterval(tickDeadlines, 1000);
 
 // The countdown ticks every second; stock is fetched again every 2 s while
 // a sale runs or is about to start.
