@@ -7,11 +7,11 @@ mod common;
 
 use std::time::Duration;
 
-use common::{ADMIN_KEY, TestApp, expect_error, expect_ok, seckill_body};
+use common::{ADMIN_KEY, Api, TestApp, expect_error, expect_ok, seckill_body};
 use reqwest::{Response, StatusCode};
 use serde_json::{Value, json};
 
-async fn order_with_key(app: &TestApp, voucher: u64, token: &str, key: &str) -> Response {
+async fn order_with_key(app: &Api, voucher: u64, token: &str, key: &str) -> Response {
     app.client
         .post(app.url(&format!("/voucher-order/seckill/{voucher}")))
         .header("authorization", token)
@@ -84,15 +84,7 @@ async fn the_same_key_while_its_first_request_runs_is_a_conflict_and_a_503_is_no
     let api = app.api.clone();
     let first = {
         let token = token.clone();
-        tokio::spawn(async move {
-            api.client
-                .post(api.url(&format!("/voucher-order/seckill/{voucher}")))
-                .header("authorization", token)
-                .header("idempotency-key", "slow")
-                .send()
-                .await
-                .unwrap()
-        })
+        tokio::spawn(async move { order_with_key(&api, voucher, &token, "slow").await })
     };
     tokio::time::sleep(Duration::from_millis(300)).await;
     expect_error(order_with_key(&app, voucher, &token, "slow").await, StatusCode::CONFLICT, "IDEMPOTENCY_IN_FLIGHT")
@@ -205,15 +197,7 @@ async fn a_running_request_keeps_its_key_past_the_claim_bound_and_a_dead_ones_ke
     let api = app.api.clone();
     let first = {
         let token = token.clone();
-        tokio::spawn(async move {
-            api.client
-                .post(api.url(&format!("/voucher-order/seckill/{voucher}")))
-                .header("authorization", token)
-                .header("idempotency-key", "long")
-                .send()
-                .await
-                .unwrap()
-        })
+        tokio::spawn(async move { order_with_key(&api, voucher, &token, "long").await })
     };
     tokio::time::sleep(Duration::from_millis(6_500)).await;
     expect_error(order_with_key(&app, voucher, &token, "long").await, StatusCode::CONFLICT, "IDEMPOTENCY_IN_FLIGHT")
