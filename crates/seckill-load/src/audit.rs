@@ -73,6 +73,9 @@ pub struct Refusals {
     pub buyers: u64,
     pub leaving_stock: u64,
     pub outside_contract: u64,
+    /// Every buyer refused SOLD_OUT came back later and bought (the
+    /// after-sale scenario's second wave): stock left then had no buyer.
+    pub demand_met: bool,
 }
 
 impl Refusals {
@@ -85,7 +88,7 @@ impl Refusals {
             .filter(|(what, _)| what.starts_with("HTTP 500") || what.ends_with("not an envelope"))
             .map(|(_, n)| n)
             .sum();
-        Self { buyers, leaving_stock, outside_contract }
+        Self { buyers, leaving_stock, outside_contract, demand_met: false }
     }
 }
 
@@ -159,7 +162,7 @@ impl Audit {
         self.answers_outside_contract = refusals.outside_contract;
         let left = u64::try_from(self.remaining_stock).unwrap_or(0);
         let initial = u64::try_from(self.initial_stock).unwrap_or(0);
-        self.unsold_unexplained = refusals.buyers > initial && left > refusals.leaving_stock;
+        self.unsold_unexplained = !refusals.demand_met && refusals.buyers > initial && left > refusals.leaving_stock;
         self.passed &= !self.unsold_unexplained && refusals.outside_contract == 0;
         self
     }
@@ -336,7 +339,7 @@ mod tests {
     }
 
     fn refusals(buyers: u64, leaving_stock: u64, outside_contract: u64) -> Refusals {
-        Refusals { buyers, leaving_stock, outside_contract }
+        Refusals { buyers, leaving_stock, outside_contract, demand_met: false }
     }
 
     #[test]
@@ -372,5 +375,15 @@ mod tests {
         assert!(!unexplained.passed && unexplained.oversold == 50, "{unexplained:?}");
         let lowered = Audit::judge(1, &before, &Snapshot { stock: 0, orders: 60 }, 0, 60, 0, -40);
         assert!(lowered.passed, "{lowered:?}");
+    }
+
+    #[test]
+    fn stock_left_after_every_refused_buyer_came_back_and_bought_is_explained() {
+        let before = Snapshot { stock: 100, orders: 0 };
+        let after = Snapshot { stock: 30, orders: 70 };
+        let refusals = |demand_met| Refusals { buyers: 300, leaving_stock: 0, outside_contract: 0, demand_met };
+        let judged = |demand_met| Audit::judge(1, &before, &after, 0, 70, 0, 0).with_refusals(refusals(demand_met));
+        assert!(!judged(false).passed, "30 units left to 300 buyers with nothing to explain it");
+        assert!(judged(true).passed, "the second wave bought all it wanted: the 30 had no buyer");
     }
 }

@@ -297,7 +297,10 @@ async fn main() -> anyhow::Result<()> {
     }
     let mut audit = audit::Audit::new(&db, voucher, &before, &after, successes, unreplicated, stock_added)
         .await?
-        .with_refusals(audit::Refusals::count(tokens.len() as u64, &recorder, &others));
+        .with_refusals(audit::Refusals {
+            demand_met: after_sale.as_ref().is_some_and(|r| r.second_wave_successes == r.second_wave_users),
+            ..audit::Refusals::count(tokens.len() as u64, &recorder, &others)
+        });
     if let Some(report) = reconciliation {
         audit = audit.with_redis(report);
     }
