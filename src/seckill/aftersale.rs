@@ -10,7 +10,11 @@
 //! from the row (its stock set from MariaDB's, the buyer's slot freed),
 //! which is idempotent, so doing it twice returns nothing twice.
 
-use std::{sync::Arc, time::Duration};
+use std::{
+    collections::{HashMap, HashSet},
+    sync::Arc,
+    time::Duration,
+};
 
 use chrono::TimeDelta;
 use hmdp_redis::Redis;
@@ -41,7 +45,13 @@ pub(super) struct AfterSale {
     pub asynchronous: bool,
     /// The synchronous mode's sold-out memory, told of returned units.
     pub gates: Option<VoucherGates>,
+    /// Asynchronous mode: returned units Redis has not learnt of yet
+    /// (voucher -> users whose slots to free), retried each round; bounded.
+    pub owed: std::sync::Mutex<HashMap<u64, HashSet<u64>>>,
 }
+
+/// Vouchers remembered as owed to Redis, at most.
+const OWED_MAX: usize = 10_000;
 
 impl AfterSale {
     pub(super) fn pay_timeout(&self) -> TimeDelta {
@@ -214,6 +224,7 @@ impl AfterSale {
                 () = stop.cancelled() => break,
                 () = tokio::time::sleep(SWEEP_EVERY) => {}
             }
+            self.settle_owed().await;
             if let Err(err) = self.sweep().await {
                 tracing::warn!(error = %err, "the unpaid-order sweep failed; again in a moment");
             }
@@ -225,7 +236,9 @@ impl AfterSale {
 
     /// Asynchronous mode: Redis learns the units MariaDB got back and frees
     /// the buyers' slots. A failure leaves Redis short (it undersells, never
-    /// oversells) until the next correction; it is logged.
+    /// oversells); the instance tries again each round until Redis has it
+    /// (a crash of the instance meanwhile leaves it to the next correction:
+    /// a dead letter, the stock route, or another return of the voucher).
     async fn units_returned(&self, voucher: u64, users: &[u64]) {
         if let Some(gates) = &self.gates {
             gates.units_returned(voucher);
@@ -234,7 +247,23 @@ impl AfterSale {
             return;
         }
         if let Err(err) = asynchronous::units_returned(&self.db, &self.redis, &self.keys, voucher, users).await {
-            tracing::warn!(voucher, error = %err, "Redis did not learn of returned units");
+            tracing::warn!(voucher, error = %err, "Redis did not learn of returned units; again next round");
+            let mut owed = self.owed.lock().expect("owed units poisoned");
+            if owed.len() < OWED_MAX || owed.contains_key(&voucher) {
+                owed.entry(voucher).or_default().extend(users);
+            }
+        }
+    }
+
+    /// Tells Redis of the units it missed (the step is idempotent, so one
+    /// that half-ran before is simply run again).
+    async fn settle_owed(&self) {
+        let owed: Vec<(u64, Vec<u64>)> = {
+            let mut owed = self.owed.lock().expect("owed units poisoned");
+            owed.drain().map(|(voucher, users)| (voucher, users.into_iter().collect())).collect()
+        };
+        for (voucher, users) in owed {
+            self.units_returned(voucher, &users).await;
         }
     }
 }

@@ -147,6 +147,7 @@ impl Seckill {
             pay_timeout_s: config.seckill.order_pay_timeout_s,
             asynchronous: matches!(mode, Mode::Async { .. }),
             gates: sync_gates,
+            owed: Default::default(),
         });
         Ok(Self(Arc::new(Service { mode, db, replica, redis, keys, locks, aftersale, stop, tasks })))
     }
