@@ -27,7 +27,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::{
     converge::converge,
-    recovery::Recovery,
+    recovery::{FAILED_KEPT, Recovery},
     stream::{Entry, GROUP, PersistError, acknowledge},
 };
 use crate::{
@@ -47,8 +47,6 @@ const RETIRE_EVERY: Duration = Duration::from_secs(10);
 /// A retired sale's working keys stay this long (late requests are still
 /// answered from them), then go; an order after that reads MariaDB.
 const WORKING_KEYS_KEPT: Duration = Duration::from_secs(60 * 60);
-/// A retired sale's failed orders and dead letters stay this long.
-pub(super) const FAILED_KEPT: Duration = Duration::from_secs(7 * 24 * 60 * 60);
 
 static RETIRE: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("../../../lua/seckill_retire.lua")));
 

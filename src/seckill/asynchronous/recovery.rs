@@ -15,7 +15,6 @@ use redis::{
 use sqlx::MySqlPool;
 
 use super::{
-    consumer::FAILED_KEPT,
     converge::{self, with_stock_from_row},
     stream::{Entry, GROUP, PersistError, acknowledge},
 };
@@ -26,6 +25,10 @@ use crate::{
 
 static COMPENSATE: LazyLock<Script> =
     LazyLock::new(|| Script::new(with_stock_from_row!("../../../lua/seckill_compensate.lua")));
+
+/// A retired sale's failed orders and dead letters stay this long (and the
+/// index that finds a failed order's voucher).
+pub(super) const FAILED_KEPT: Duration = Duration::from_secs(7 * 24 * 60 * 60);
 
 /// How long dead-lettering asks an unanswered compensation again while it
 /// holds the voucher's row lock.
