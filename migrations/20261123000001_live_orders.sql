@@ -11,5 +11,9 @@ ALTER TABLE tb_voucher_order
         COMMENT 'voucher_id while the order is live, NULL once cancelled or refunded',
     DROP INDEX IF EXISTS uk_user_voucher,
     ADD UNIQUE KEY uk_user_voucher (user_id, live_voucher),
-    -- The unpaid-timeout sweep reads the oldest unpaid orders.
-    ADD KEY IF NOT EXISTS idx_unpaid (status, create_time);
+    -- The unpaid-timeout sweep finds the vouchers with expired unpaid
+    -- orders, then locks one voucher's: only those rows (and the gap after
+    -- them), not every order of the voucher nor every unpaid order.
+    ADD KEY IF NOT EXISTS idx_unpaid (status, create_time),
+    DROP INDEX IF EXISTS idx_voucher,
+    ADD KEY IF NOT EXISTS idx_voucher_unpaid (voucher_id, status, create_time);

@@ -379,7 +379,8 @@ pub(super) async fn vouchers_with_expired_orders<'e>(
 
 /// One voucher's unpaid orders past their deadline, locked (the voucher's
 /// row lock is held by the caller, so two sweeps take turns): (order id,
-/// user id, create time).
+/// user id, create time). On `idx_voucher_unpaid`, so the lock covers
+/// these rows, not the voucher's other orders.
 pub(super) async fn lock_expired_orders<'e>(
     db: impl MySqlExecutor<'e>,
     voucher_id: u64,
@@ -388,7 +389,7 @@ pub(super) async fn lock_expired_orders<'e>(
 ) -> sqlx::Result<Vec<(i64, u64, NaiveDateTime)>> {
     sqlx::query_as(
         "SELECT id, user_id, create_time FROM tb_voucher_order
-         WHERE live_voucher = ? AND status = 1 AND create_time <= NOW() - INTERVAL ? SECOND
+         WHERE voucher_id = ? AND status = 1 AND create_time <= NOW() - INTERVAL ? SECOND
          ORDER BY create_time LIMIT ? FOR UPDATE",
     )
     .bind(voucher_id)
