@@ -289,3 +289,40 @@ async fn a_unit_returned_while_redis_is_away_reaches_redis_once_it_is_back() {
     }
     expect_ok(app.order(voucher, other).await).await;
 }
+
+/// Asynchronous mode: an order still pending in Redis when its payment
+/// deadline passes (its batch held back from MariaDB) is persisted with
+/// its acceptance time, and the sweep then cancels it at once: its unit
+/// comes back in MariaDB and Redis, and its buyer may buy again.
+#[tokio::test]
+async fn an_order_still_pending_at_its_deadline_is_cancelled_once_it_lands() {
+    let app = app(SeckillMode::Async, 2).await;
+    let voucher = app.open_seckill(1).await;
+    let users = app.seed_users(1).await;
+    let token = users[0].1.as_str();
+
+    let held = app.hold_stock_row(voucher).await;
+    let order = expect_ok(app.order(voucher, token).await).await["data"].as_str().unwrap().to_owned();
+    expect_error(pay(&app, &order, token, 1).await, StatusCode::CONFLICT, "ORDER_STATE").await;
+    tokio::time::sleep(Duration::from_millis(2_500)).await;
+    assert!(!row_exists(&app, &order).await, "still pending past its deadline");
+    held.rollback().await.unwrap();
+
+    let started = Instant::now();
+    loop {
+        let status: Option<u8> = sqlx::query_scalar("SELECT status FROM tb_voucher_order WHERE id = ?")
+            .bind(order.parse::<i64>().unwrap())
+            .fetch_optional(&app.db)
+            .await
+            .unwrap();
+        if status == Some(4) {
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(6), "not cancelled after landing: {status:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    expect_error(pay(&app, &order, token, 1).await, StatusCode::CONFLICT, "ORDER_EXPIRED").await;
+    audit(&app, SeckillMode::Async, voucher, 1).await;
+    assert_eq!(app.stock_of(voucher).await, 1);
+    bought(&app, voucher, token).await;
+}
