@@ -118,6 +118,11 @@ impl Gate {
         self.row.clone().acquire_owned().await.expect("gate semaphores are never closed")
     }
 
+    /// Stock is known to be back: sells again.
+    fn sell_again(&self) {
+        self.sold_out.store(false, Ordering::Release);
+    }
+
     pub(super) fn is_sold_out(&self) -> bool {
         self.sold_out.load(Ordering::Acquire)
     }
@@ -144,7 +149,7 @@ impl Gate {
     /// answer, which changes nothing).
     fn recheck_done(&self, stock: Option<i32>) {
         match stock {
-            Some(left) if left > 0 => self.sold_out.store(false, Ordering::Release),
+            Some(left) if left > 0 => self.sell_again(),
             Some(_) => self.mark_sold_out(),
             // Not read: again in a second, not at the next request.
             None => self.sold_out_seen_ms.store(self.elapsed_ms(), Ordering::Release),
@@ -184,8 +189,7 @@ impl VoucherGates {
     /// The voucher's gate, read from the database the first time this
     /// instance sees the voucher; 404 for a voucher that is not a seckill one.
     pub(super) async fn get_or_load(&self, db: &MySqlPool, voucher_id: u64) -> SeckillResult<Arc<Gate>> {
-        let known = self.gates.lock().expect("voucher gates poisoned").get(&voucher_id).cloned();
-        if let Some(gate) = known {
+        if let Some(gate) = self.known(voucher_id) {
             if gate.recheck_due() {
                 let read = store::sale(db, voucher_id).await;
                 gate.recheck_done(read.as_ref().ok().and_then(|sale| sale.map(|s| s.stock)));
@@ -209,23 +213,22 @@ impl VoucherGates {
     /// The admin set the voucher's stock: this instance knows at once (the
     /// others within `SOLD_OUT_RECHECK`).
     pub(super) fn stock_set(&self, voucher_id: u64, stock: i32) {
-        let known = self.gates.lock().expect("voucher gates poisoned").get(&voucher_id).cloned();
-        if let Some(gate) = known {
-            if stock > 0 {
-                gate.sold_out.store(false, Ordering::Release);
-            } else {
-                gate.mark_sold_out();
-            }
+        if let Some(gate) = self.known(voucher_id) {
+            if stock > 0 { gate.sell_again() } else { gate.mark_sold_out() }
         }
     }
 
     /// Units came back to the voucher (a cancel or refund committed here):
     /// this instance sells again at once.
     pub(super) fn units_returned(&self, voucher_id: u64) {
-        let known = self.gates.lock().expect("voucher gates poisoned").get(&voucher_id).cloned();
-        if let Some(gate) = known {
-            gate.sold_out.store(false, Ordering::Release);
+        if let Some(gate) = self.known(voucher_id) {
+            gate.sell_again();
         }
+    }
+
+    /// The voucher's gate, if this instance has one.
+    fn known(&self, voucher_id: u64) -> Option<Arc<Gate>> {
+        self.gates.lock().expect("voucher gates poisoned").get(&voucher_id).cloned()
     }
 
     /// Re-reads the stock of every voucher this instance holds for sold out
@@ -246,7 +249,7 @@ impl VoucherGates {
             if let Ok(Some(sale)) = store::sale(db, voucher_id).await
                 && sale.stock > 0
             {
-                gate.sold_out.store(false, Ordering::Release);
+                gate.sell_again();
                 tracing::info!(voucher_id, stock = sale.stock, "stock came back to a sold-out voucher; selling again");
             }
         }

@@ -67,14 +67,16 @@ impl AfterSale {
         owner: Option<u64>,
         pay_type: u8,
     ) -> SeckillResult<OrderView> {
-        let order = self.order(order_id, owner).await?;
-        if order.status == Some(status::UNPAID)
-            && store::confirm_payment(&self.db, order_id, pay_type, self.pay_timeout_s).await?
-        {
-            transition("paid");
-            return self.order(order_id, owner).await;
+        let mut order = self.order(order_id, owner).await?;
+        if order.status == Some(status::UNPAID) {
+            let paid = store::confirm_payment(&self.db, order_id, pay_type, self.pay_timeout_s).await?;
+            // Paid now, or what beat the payment to it (the timeout).
+            order = self.order(order_id, owner).await?;
+            if paid {
+                transition("paid");
+                return Ok(order);
+            }
         }
-        let order = self.order(order_id, owner).await?;
         match order.status.unwrap_or_default() {
             status::PAID if order.pay_type == Some(pay_type) => Ok(order),
             status::PAID => Err(SeckillError::OrderState("the order is already paid, with another pay type")),
