@@ -263,8 +263,7 @@ async fn a_unit_returned_while_redis_is_away_reaches_redis_once_it_is_back() {
     let proxy = common::proxy::Proxy::to_redis().await;
     let app = TestApp::spawn_with(|c| {
         c.seckill.mode = SeckillMode::Async;
-        c.redis.url = proxy.redis_url();
-        c.redis.cluster_nodes = None;
+        proxy.redis_behind(c);
     })
     .await;
     let voucher = app.open_seckill(1).await;

@@ -17,12 +17,28 @@ use reqwest::StatusCode;
 
 /// Async mode with recovery bounds short enough for a test.
 async fn async_app() -> TestApp {
+    async_app_with(|_| {}).await
+}
+
+async fn async_app_with(adjust: impl FnOnce(&mut hmdp::config::Config)) -> TestApp {
     TestApp::spawn_with(|c| {
         c.seckill.mode = SeckillMode::Async;
         c.seckill.async_claim_idle_ms = 300;
         c.seckill.async_max_deliveries = 2;
+        adjust(c);
     })
     .await
+}
+
+/// A trigger that refuses every order of `user` (a poison order).
+async fn refuse_orders_of(app: &TestApp, user: u64) {
+    sqlx::raw_sql(&format!(
+        "CREATE TRIGGER refuse_one_user BEFORE INSERT ON tb_voucher_order FOR EACH ROW
+         IF NEW.user_id = {user} THEN SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'refused by the test'; END IF"
+    ))
+    .execute(&app.db)
+    .await
+    .unwrap();
 }
 
 async fn reconcile(app: &TestApp, voucher: u64) -> Reconciliation {
@@ -145,13 +161,7 @@ async fn a_poison_order_is_dead_lettered_and_compensated_while_the_rest_of_its_b
     let voucher = app.open_seckill(20).await;
     let users = app.seed_users(10).await;
     let (poisoned_user, poisoned_token) = users[3].clone();
-    sqlx::raw_sql(&format!(
-        "CREATE TRIGGER refuse_one_user BEFORE INSERT ON tb_voucher_order FOR EACH ROW
-         IF NEW.user_id = {poisoned_user} THEN SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'refused by the test'; END IF"
-    ))
-    .execute(&app.db)
-    .await
-    .unwrap();
+    refuse_orders_of(&app, poisoned_user).await;
 
     // Hold the row so all ten land in one batch.
     let held = app.hold_stock_row(voucher).await;
@@ -283,8 +293,7 @@ async fn an_order_whose_script_answer_is_lost_to_a_stalled_redis_is_answered_by_
     let proxy = common::proxy::Proxy::to_redis().await;
     let app = TestApp::spawn_with(|c| {
         c.seckill.mode = SeckillMode::Async;
-        c.redis.url = proxy.redis_url();
-        c.redis.cluster_nodes = None;
+        proxy.redis_behind(c);
     })
     .await;
     let voucher = app.open_seckill(5).await;
@@ -465,8 +474,7 @@ async fn an_order_whose_lost_call_runs_after_its_deadline_is_answered_accepted_n
     let app = TestApp::spawn_with(|c| {
         c.seckill.mode = SeckillMode::Async;
         c.seckill.request_deadline_ms = 2_500;
-        c.redis.url = proxy.redis_url();
-        c.redis.cluster_nodes = None;
+        proxy.redis_behind(c);
     })
     .await;
     let voucher = app.open_seckill(5).await;
@@ -662,22 +670,10 @@ async fn the_order_script_finds_a_buyer_before_the_window_so_a_late_retry_is_not
 /// every order is still found, a failed one included.
 #[tokio::test]
 async fn two_hundred_ended_and_drained_sales_leave_the_active_set_and_their_keys_expire() {
-    let app = TestApp::spawn_with(|c| {
-        c.seckill.mode = SeckillMode::Async;
-        c.seckill.async_claim_idle_ms = 300;
-        c.seckill.async_max_deliveries = 2;
-        c.seckill.async_retire_after_ms = 300;
-    })
-    .await;
+    let app = async_app_with(|c| c.seckill.async_retire_after_ms = 300).await;
     let users = app.seed_users(2).await;
     let ((_, buyer), (poisoned_user, poisoned)) = (users[0].clone(), users[1].clone());
-    sqlx::raw_sql(&format!(
-        "CREATE TRIGGER refuse_one_user BEFORE INSERT ON tb_voucher_order FOR EACH ROW
-         IF NEW.user_id = {poisoned_user} THEN SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'refused by the test'; END IF"
-    ))
-    .execute(&app.db)
-    .await
-    .unwrap();
+    refuse_orders_of(&app, poisoned_user).await;
     let now = Utc::now();
     // Long enough to create and sell 200 sales on a busy machine.
     let end = now + ChronoDuration::seconds(15);

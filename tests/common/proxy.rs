@@ -123,6 +123,13 @@ impl Proxy {
         self.url()
     }
 
+    /// An app's settings pointed at the Redis behind this proxy (one
+    /// server, so never the cluster).
+    pub fn redis_behind(&self, config: &mut hmdp::config::Config) {
+        config.redis.url = self.redis_url();
+        config.redis.cluster_nodes = None;
+    }
+
     /// Drops every connection and every new one until `restore`.
     pub fn cut(&self) {
         self.up.send_replace(false);
