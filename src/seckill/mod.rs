@@ -33,6 +33,5 @@ pub use routes::error_code;
 pub(crate) use routes::routes;
 pub(crate) use service::Dependencies;
 pub use service::Seckill;
-pub(crate) use store::shop_vouchers;
 pub use store::{UNIQUE_ORDER_INDEX, insert_sale};
 pub use sync::GroupStats;

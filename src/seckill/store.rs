@@ -10,7 +10,7 @@
 use std::collections::HashMap;
 
 use chrono::NaiveDateTime;
-use sqlx::{FromRow, MySql, MySqlExecutor, QueryBuilder, mysql::MySqlRow};
+use sqlx::{MySql, MySqlExecutor, QueryBuilder};
 
 use super::model::OrderView;
 
@@ -79,26 +79,6 @@ pub async fn insert_sale<'e>(
         .execute(db)
         .await?;
     Ok(())
-}
-
-/// A shop's vouchers on shelf, each with its sale row when it is a seckill
-/// voucher (`stock`, `begin_time`, `end_time` NULL otherwise), in one
-/// query. The voucher module owns the row type.
-pub(crate) async fn shop_vouchers<'e, T>(db: impl MySqlExecutor<'e>, shop_id: u64) -> sqlx::Result<Vec<T>>
-where
-    T: for<'r> FromRow<'r, MySqlRow> + Send + Unpin,
-{
-    sqlx::query_as::<_, T>(
-        "SELECT v.id, v.shop_id, v.title, v.sub_title, v.rules, v.pay_value, v.actual_value,
-                v.type, v.status, sv.stock, sv.begin_time, sv.end_time
-         FROM tb_voucher v
-         LEFT JOIN tb_seckill_voucher sv ON sv.voucher_id = v.id
-         WHERE v.shop_id = ? AND v.status = 1
-         ORDER BY v.id",
-    )
-    .bind(shop_id)
-    .fetch_all(db)
-    .await
 }
 
 /// The voucher's sale row, or `None` for a voucher that is not a seckill one.

@@ -4,6 +4,7 @@
 
 mod admin;
 mod model;
+mod store;
 
 use std::sync::Arc;
 
@@ -16,7 +17,7 @@ use axum::{
 use sqlx::MySqlPool;
 
 pub(crate) use admin::Admin;
-pub(crate) use model::{Invalid, NewVoucher, VoucherForm, VoucherView};
+pub(crate) use model::{Invalid, VoucherForm, VoucherView};
 
 use crate::{
     config::{Config, TrustedProxies},
@@ -88,16 +89,9 @@ pub(crate) async fn set_status(
     if !matches!(form.status, 1 | 2) {
         return Err(ApiError::validation("status must be 1 (on the shelf) or 2 (off the shelf)"));
     }
-    let exists: Option<u64> =
-        sqlx::query_scalar("SELECT id FROM tb_voucher WHERE id = ?").bind(voucher_id).fetch_optional(&db).await?;
-    if exists.is_none() {
+    if !store::set_status(&db, voucher_id, form.status).await? {
         return Err(ApiError::NotFound("no such voucher"));
     }
-    sqlx::query("UPDATE tb_voucher SET status = ? WHERE id = ?")
-        .bind(form.status)
-        .bind(voucher_id)
-        .execute(&db)
-        .await?;
     tracing::info!(voucher_id, status = form.status, "voucher shelf status set");
     sales.shelf_changed(voucher_id, i64::from(form.status)).await?;
     Ok(Reply::done())
@@ -174,7 +168,7 @@ pub(crate) async fn create_voucher(
     let request = format!("POST /voucher {}", fingerprint(&form));
     let create = async move {
         let voucher = form.into_ordinary()?;
-        let id = insert_voucher(&db, &voucher).await?;
+        let id = store::insert_voucher(&db, &voucher).await?;
         ApiResult::Ok(Reply::data(id))
     };
     idempotency.run(ADMIN_CALLER, request, async { create.await.into_response() }).await
@@ -203,12 +197,7 @@ pub(crate) async fn create_seckill_voucher(
     let request = format!("POST /voucher/seckill {}", fingerprint(&form));
     let create = async move {
         let (voucher, sale) = form.into_seckill()?;
-        let mut tx = db.begin().await?;
-        let id = insert_voucher(&mut *tx, &voucher).await?;
-        let (begin, end) = (sale.begin_time.naive_utc(), sale.end_time.naive_utc());
-        seckill::insert_sale(&mut *tx, id, sale.stock.into(), begin, end).await?;
-        sales.prepare_sale(id).await?;
-        tx.commit().await?;
+        let id = store::insert_seckill_voucher(&db, &voucher, &sale, |id| sales.prepare_sale(id)).await?;
         tracing::info!(voucher_id = id, stock = sale.stock, "seckill voucher created");
         sales.open_sale(id).await;
         ApiResult::Ok(Reply::data(id))
@@ -225,24 +214,6 @@ fn fingerprint(form: &VoucherForm) -> String {
     serde_json::to_string(form).expect("a form serialises")
 }
 
-async fn insert_voucher<'e>(db: impl sqlx::MySqlExecutor<'e>, voucher: &NewVoucher) -> sqlx::Result<u64> {
-    let inserted = sqlx::query(
-        "INSERT INTO tb_voucher (shop_id, title, sub_title, rules, pay_value, actual_value, type, status)
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-    )
-    .bind(voucher.shop_id)
-    .bind(&voucher.title)
-    .bind(&voucher.sub_title)
-    .bind(&voucher.rules)
-    .bind(voucher.pay_value)
-    .bind(voucher.actual_value)
-    .bind(voucher.kind)
-    .bind(voucher.status)
-    .execute(db)
-    .await?;
-    Ok(inserted.last_insert_id())
-}
-
 /// One query: the shop's vouchers on shelf, seckill fields joined in.
 #[utoipa::path(get, path = "/voucher/list/{shop_id}", tag = "voucher", params(("shop_id" = u64, Path, description = "the shop")),
     responses(
@@ -255,6 +226,6 @@ pub(crate) async fn list_for_shop(
 ) -> ApiResult<Reply<Vec<VoucherView>>> {
     // A voucher created a moment ago may be missing from a lagging replica;
     // the list is a shop window, not a promise.
-    let vouchers: Vec<VoucherView> = seckill::shop_vouchers(&db, shop_id).await?;
+    let vouchers = store::shop_vouchers(&db, shop_id).await?;
     Ok(Reply::list(vouchers))
 }
