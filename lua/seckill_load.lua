@@ -2,10 +2,10 @@
 -- another instance has loaded them meanwhile, nothing is changed. Keys made
 -- for another voucher under the same id (a Redis that outlived its
 -- database) are wiped and loaded again. stock_from_row.lua is prepended.
--- KEYS[1] stock, KEYS[2] window hash, KEYS[3] buyers set, KEYS[4] orders
--- stream, KEYS[5] staged buyers (a set the caller filled, or absent),
--- KEYS[6] pending hash, KEYS[7] holders hash, KEYS[8] failed hash, KEYS[9]
--- dead stream.
+-- KEYS[1..8] the voucher's keys in the order of SeckillKeys::all (stock,
+-- window hash, buyers set, orders stream, pending hash, holders hash,
+-- failed hash, dead stream), KEYS[9] staged buyers (a set the caller
+-- filled, or absent).
 -- ARGV[1] MariaDB's stock, ARGV[2] begin ms, ARGV[3] end ms, ARGV[4]
 -- tb_voucher.status, ARGV[5] the voucher's stamp (what it was made as),
 -- ARGV[6..] ids of pending orders that have a row.
@@ -16,7 +16,7 @@ local loaded = redis.call('EXISTS', KEYS[1]) == 1
     and redis.call('HEXISTS', KEYS[2], 'end') == 1
     and redis.call('SISMEMBER', KEYS[3], '0') == 1
 if loaded and (not made or made == ARGV[5]) then
-    redis.call('DEL', KEYS[5])
+    redis.call('DEL', KEYS[9])
     if not made then
         redis.call('HSET', KEYS[2], 'made', ARGV[5])
     end
@@ -26,13 +26,17 @@ local outcome = 1
 if made and made ~= ARGV[5] then
     -- Another voucher's keys: its buyers, pending orders and dead letters
     -- are not this voucher's.
-    redis.call('DEL', KEYS[1], KEYS[3], KEYS[4], KEYS[6], KEYS[7], KEYS[8], KEYS[9])
+    for i = 1, 8 do
+        if i ~= 2 then
+            redis.call('DEL', KEYS[i])
+        end
+    end
     outcome = 2
 end
 redis.call('DEL', KEYS[2])
 redis.call('HSET', KEYS[2], 'begin', ARGV[2], 'end', ARGV[3], 'shelf', ARGV[4], 'made', ARGV[5])
-if redis.call('EXISTS', KEYS[5]) == 1 then
-    redis.call('RENAME', KEYS[5], KEYS[3])
+if redis.call('EXISTS', KEYS[9]) == 1 then
+    redis.call('RENAME', KEYS[9], KEYS[3])
 else
     redis.call('DEL', KEYS[3])
 end
@@ -41,7 +45,7 @@ redis.call('SADD', KEYS[3], '0')
 -- as it is now: an order dead-lettered since the caller read the pending
 -- hash is not counted as waiting for a unit.
 redis.call('SET', KEYS[1], 0)
-local stock = stock_from_row(KEYS[1], KEYS[3], KEYS[6], tonumber(ARGV[1]), ARGV, 6)
+local stock = stock_from_row(KEYS[1], KEYS[3], KEYS[5], tonumber(ARGV[1]), ARGV, 6)
 -- The group exists before any order is accepted: never a NOGROUP.
 local created = redis.pcall('XGROUP', 'CREATE', KEYS[4], 'orders', '0', 'MKSTREAM')
 if type(created) == 'table' and created.err and not string.find(created.err, 'BUSYGROUP') then

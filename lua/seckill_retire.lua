@@ -1,9 +1,9 @@
 -- Retires a voucher whose sale has ended and drained: its working keys get
 -- a TTL instead of staying for ever, its failed orders and dead letters a
 -- longer one, so a buyer can still read FAILED for a week.
--- KEYS[1] window hash, KEYS[2] stock, KEYS[3] buyers, KEYS[4] orders
--- stream, KEYS[5] pending hash, KEYS[6] holders hash, KEYS[7] failed hash,
--- KEYS[8] dead stream.
+-- KEYS[1..8] the voucher's keys in the order of SeckillKeys::all (stock,
+-- window hash, buyers, orders stream, pending hash, holders hash: the
+-- working keys; failed hash, dead stream: kept longer).
 -- ARGV[1] the sale's end, epoch ms (MariaDB's: the window hash may be gone),
 -- ARGV[2] how long after the end a sale is retired, ms, ARGV[3] how long
 -- the working keys stay after that, ms, ARGV[4] how long failed orders and

@@ -3,16 +3,36 @@
 
 use std::sync::Arc;
 
+use crate::recent::RecentIds;
+
+/// A voucher's keys are built once and then shared: an order names eight
+/// of them, and building eight strings per order is work for the
+/// allocator on the hot path. At most this many vouchers' keys are kept.
+const VOUCHER_KEYS_KEPT: usize = 4_096;
+
 /// The Redis key names of the contract, behind one optional prefix so that
 /// tests can share a Redis without sharing state.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone)]
 pub struct Keys {
     prefix: Arc<str>,
+    vouchers: Arc<RecentIds<Arc<SeckillKeys>>>,
+}
+
+impl std::fmt::Debug for Keys {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Keys").field("prefix", &self.prefix).finish_non_exhaustive()
+    }
+}
+
+impl Default for Keys {
+    fn default() -> Self {
+        Self::new("")
+    }
 }
 
 impl Keys {
     pub fn new(prefix: &str) -> Self {
-        Self { prefix: prefix.into() }
+        Self { prefix: prefix.into(), vouchers: Arc::new(RecentIds::new(VOUCHER_KEYS_KEPT, None)) }
     }
 
     pub fn prefix(&self) -> &str {
@@ -66,18 +86,20 @@ impl Keys {
     /// Asynchronous mode, per voucher; every key of one voucher shares the
     /// hash tag `{<voucherId>}`, so one script can touch them all on Redis
     /// Cluster.
-    pub fn seckill(&self, voucher_id: u64) -> SeckillKeys {
-        let key = |what: &str| format!("{}seckill:{what}:{{{voucher_id}}}", self.prefix);
-        SeckillKeys {
-            stock: key("stock"),
-            window: key("voucher"),
-            buyers: key("buyers"),
-            orders: key("orders"),
-            dead: key("dead"),
-            pending: key("pending"),
-            failed: key("failed"),
-            holders: key("holders"),
-        }
+    pub fn seckill(&self, voucher_id: u64) -> Arc<SeckillKeys> {
+        self.vouchers.get_or_insert_with(voucher_id, || {
+            let key = |what: &str| format!("{}seckill:{what}:{{{voucher_id}}}", self.prefix);
+            Arc::new(SeckillKeys {
+                stock: key("stock"),
+                window: key("voucher"),
+                buyers: key("buyers"),
+                orders: key("orders"),
+                dead: key("dead"),
+                pending: key("pending"),
+                failed: key("failed"),
+                holders: key("holders"),
+            })
+        })
     }
 
     /// A dead-lettered order's voucher, so its `FAILED` is found after the
@@ -119,9 +141,30 @@ pub struct SeckillKeys {
     pub holders: String,
 }
 
+impl SeckillKeys {
+    /// Every key of the voucher, in the order the scripts that touch them
+    /// all take them (`KEYS[1..8]`): the stale-key delete, the load
+    /// script's wipe and retirement. The first six are the sale's working
+    /// keys, the last two (failed orders, dead letters) outlive them.
+    pub fn all(&self) -> [&str; 8] {
+        [&self.stock, &self.window, &self.buyers, &self.orders, &self.pending, &self.holders, &self.failed, &self.dead]
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::Keys;
+
+    #[test]
+    fn a_vouchers_keys_are_built_once_and_share_its_hash_tag() {
+        let keys = Keys::new("t:");
+        let first = keys.seckill(42);
+        assert!(std::sync::Arc::ptr_eq(&first, &keys.seckill(42)), "built once, then shared");
+        assert!(first.all().iter().all(|key| key.starts_with("t:seckill:") && key.ends_with(":{42}")));
+        let distinct: std::collections::HashSet<&str> = first.all().into_iter().collect();
+        assert_eq!(distinct.len(), 8);
+        assert_eq!(keys.seckill(43).stock, "t:seckill:stock:{43}");
+    }
 
     #[test]
     fn the_code_attempts_take_the_code_key_as_their_hash_tag() {

@@ -16,6 +16,7 @@ pub mod ids;
 pub mod keys;
 mod monitoring;
 mod openapi;
+mod recent;
 pub mod seckill;
 pub mod startup;
 mod state;

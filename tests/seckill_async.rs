@@ -176,7 +176,7 @@ async fn a_poison_order_is_dead_lettered_and_compensated_while_the_rest_of_its_b
     assert_eq!(report.redis_stock, Some(11), "the poisoned order's unit went back");
     assert_eq!(app.orders_of(voucher).await, (9, 9));
     assert_eq!(app.stock_of(voucher).await, 11);
-    let buyers: BTreeSet<u64> = app.redis.clone().smembers(app.keys.seckill(voucher).buyers).await.unwrap();
+    let buyers: BTreeSet<u64> = app.redis.clone().smembers(&app.keys.seckill(voucher).buyers).await.unwrap();
     assert!(!buyers.contains(&poisoned_user), "the buyer slot went back too");
 
     for ((user, token), outcome) in users.iter().zip(&outcomes) {
@@ -617,7 +617,7 @@ async fn a_pending_order_is_named_by_a_duplicate_and_listed_by_mine() {
     assert_eq!(after["data"][0]["id"].as_str(), Some(pending.as_str()));
     assert_eq!(after["data"][0]["state"], "CONFIRMED");
     let holders: std::collections::HashMap<u64, i64> =
-        app.redis.clone().hgetall(app.keys.seckill(voucher).holders).await.unwrap();
+        app.redis.clone().hgetall(&app.keys.seckill(voucher).holders).await.unwrap();
     assert!(holders.is_empty(), "a persisted order leaves the holders hash: {holders:?}");
 }
 

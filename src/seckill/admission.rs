@@ -1,6 +1,5 @@
-//! Admission: what each instance remembers per seckill voucher, in front of
-//! its hot stock row. The synchronous mode uses all of it; the asynchronous
-//! mode only the memory of ids that are no seckill voucher.
+//! Admission: what each instance of the synchronous mode remembers per
+//! seckill voucher, in front of its hot stock row.
 //!
 //! InnoDB serialises updates of one row; with hundreds of transactions
 //! queued on its lock, throughput falls steeply (lock-wait bookkeeping,
@@ -28,6 +27,7 @@ use super::{
     error::{SeckillError, SeckillResult},
     store,
 };
+use crate::recent::RecentIds;
 
 /// How long a sold-out voucher is answered from memory before one request
 /// reads its stock again: stock can come back (the admin's stock route,
@@ -52,8 +52,8 @@ pub(super) struct VoucherGates {
     permits_per_voucher: usize,
     queue_max: usize,
     gates: Arc<Mutex<HashMap<u64, Arc<Gate>>>>,
-    /// Ids recently found to be no seckill voucher, and when.
-    missing: Arc<Mutex<HashMap<u64, Instant>>>,
+    /// Ids recently found to be no seckill voucher.
+    missing: Arc<RecentIds>,
 }
 
 /// The sale window of a seckill voucher, in UTC.
@@ -164,26 +164,12 @@ impl Gate {
 
 impl VoucherGates {
     pub(super) fn new(permits_per_voucher: usize, queue_max: usize) -> Self {
-        Self { permits_per_voucher, queue_max, gates: Arc::default(), missing: Arc::default() }
-    }
-
-    /// True for a voucher id found missing less than `MISSING_MEMORY` ago.
-    pub(super) fn recently_missing(&self, voucher_id: u64) -> bool {
-        let missing = self.missing.lock().expect("missing vouchers poisoned");
-        missing.get(&voucher_id).is_some_and(|seen| seen.elapsed() < MISSING_MEMORY)
-    }
-
-    /// Remembers an id that is no seckill voucher, so a flood of requests
-    /// for it does not reach MariaDB; the memory is bounded.
-    pub(super) fn remember_missing(&self, voucher_id: u64) {
-        let mut missing = self.missing.lock().expect("missing vouchers poisoned");
-        if missing.len() >= MISSING_MAX {
-            missing.retain(|_, seen| seen.elapsed() < MISSING_MEMORY);
-            if missing.len() >= MISSING_MAX {
-                missing.clear();
-            }
+        Self {
+            permits_per_voucher,
+            queue_max,
+            gates: Arc::default(),
+            missing: Arc::new(RecentIds::new(MISSING_MAX, Some(MISSING_MEMORY))),
         }
-        missing.insert(voucher_id, Instant::now());
     }
 
     /// The voucher's gate, read from the database the first time this
@@ -199,11 +185,13 @@ impl VoucherGates {
             }
             return Ok(gate);
         }
-        if self.recently_missing(voucher_id) {
+        if self.missing.contains(voucher_id) {
             return Err(SeckillError::NoSuchVoucher);
         }
         let Some(sale) = store::sale(db, voucher_id).await? else {
-            self.remember_missing(voucher_id);
+            // A flood of requests for an id that is no seckill voucher
+            // does not reach MariaDB.
+            self.missing.insert(voucher_id, ());
             return Err(SeckillError::NoSuchVoucher);
         };
         let window = SaleWindow { begin: sale.begin_time, end: sale.end_time };

@@ -10,11 +10,7 @@
 //! from the row (its stock set from MariaDB's, the buyer's slot freed),
 //! which is idempotent, so doing it twice returns nothing twice.
 
-use std::{
-    collections::{HashMap, HashSet},
-    sync::Arc,
-    time::Duration,
-};
+use std::{sync::Arc, time::Duration};
 
 use chrono::TimeDelta;
 use hmdp_redis::Redis;
@@ -22,9 +18,8 @@ use sqlx::MySqlPool;
 use tokio_util::sync::CancellationToken;
 
 use super::{
-    admission::VoucherGates,
-    asynchronous,
     error::{SeckillError, SeckillResult},
+    mode::Mode,
     model::{OrderState, OrderView, status},
     order, store,
 };
@@ -41,17 +36,9 @@ pub(super) struct AfterSale {
     pub redis: Redis,
     pub keys: Keys,
     pub pay_timeout_s: u64,
-    /// Redis holds the stock and the buyers too.
-    pub asynchronous: bool,
-    /// The synchronous mode's sold-out memory, told of returned units.
-    pub gates: Option<VoucherGates>,
-    /// Asynchronous mode: returned units Redis has not learnt of yet
-    /// (voucher -> users whose slots to free), retried each round; bounded.
-    pub owed: std::sync::Mutex<HashMap<u64, HashSet<u64>>>,
+    /// Told of every unit returned, and given each round.
+    pub mode: Arc<Mode>,
 }
-
-/// Vouchers remembered as owed to Redis, at most.
-const OWED_MAX: usize = 10_000;
 
 impl AfterSale {
     pub(super) fn pay_timeout(&self) -> TimeDelta {
@@ -158,12 +145,13 @@ impl AfterSale {
             Some(order) if owner.is_none_or(|u| u == order.user_id) => Ok(order.with_terms(self.pay_timeout())),
             Some(_) => Err(SeckillError::NoSuchOrder),
             None => {
+                // Pending in Redis (an asynchronous order not persisted yet).
                 let pending = match owner {
-                    Some(user) if self.asynchronous => {
+                    Some(user) => {
                         let rows = order::Rows { primary: &self.db, replica: None };
                         order::find_owned(rows, &mut self.redis.clone(), &self.keys, order_id, user).await?
                     }
-                    _ => None,
+                    None => None,
                 };
                 match pending {
                     Some(view) if view.state == OrderState::Pending => {
@@ -217,56 +205,25 @@ impl AfterSale {
     }
 
     /// Sweeps every `SWEEP_EVERY` until `stop`. Every instance runs one;
-    /// MariaDB keeps them from cancelling an order twice. In the synchronous
-    /// mode each round also re-reads the vouchers held for sold out, so
-    /// units another instance returned sell here within a round.
+    /// MariaDB keeps them from cancelling an order twice. Each round the
+    /// mode settles too: units another instance returned sell here within a
+    /// round, and what Redis missed is told again.
     pub(super) async fn run_sweeper(self: Arc<Self>, stop: CancellationToken) {
         loop {
             tokio::select! {
                 () = stop.cancelled() => break,
                 () = tokio::time::sleep(SWEEP_EVERY) => {}
             }
-            self.settle_owed().await;
             if let Err(err) = self.sweep().await {
                 tracing::warn!(error = %err, "the unpaid-order sweep failed; again in a moment");
             }
-            if let Some(gates) = &self.gates {
-                gates.refresh_sold_out(&self.db).await;
-            }
+            self.mode.settle().await;
         }
     }
 
-    /// Asynchronous mode: Redis learns the units MariaDB got back and frees
-    /// the buyers' slots. A failure leaves Redis short (it undersells, never
-    /// oversells); the instance tries again each round until Redis has it
-    /// (a crash of the instance meanwhile leaves it to the next correction:
-    /// a dead letter, the stock route, or another return of the voucher).
+    /// The mode learns of units MariaDB got back (committed).
     async fn units_returned(&self, voucher: u64, users: &[u64]) {
-        if let Some(gates) = &self.gates {
-            gates.units_returned(voucher);
-        }
-        if !self.asynchronous {
-            return;
-        }
-        if let Err(err) = asynchronous::units_returned(&self.db, &self.redis, &self.keys, voucher, users).await {
-            tracing::warn!(voucher, error = %err, "Redis did not learn of returned units; again next round");
-            let mut owed = self.owed.lock().expect("owed units poisoned");
-            if owed.len() < OWED_MAX || owed.contains_key(&voucher) {
-                owed.entry(voucher).or_default().extend(users);
-            }
-        }
-    }
-
-    /// Tells Redis of the units it missed (the step is idempotent, so one
-    /// that half-ran before is simply run again).
-    async fn settle_owed(&self) {
-        let owed: Vec<(u64, Vec<u64>)> = {
-            let mut owed = self.owed.lock().expect("owed units poisoned");
-            owed.drain().map(|(voucher, users)| (voucher, users.into_iter().collect())).collect()
-        };
-        for (voucher, users) in owed {
-            self.units_returned(voucher, &users).await;
-        }
+        self.mode.units_returned(voucher, users).await;
     }
 }
 

@@ -73,9 +73,11 @@ async fn in_redis(
     // different slots of a cluster.
     let lookups = active.iter().map(|&voucher| {
         let sk = keys.seckill(voucher);
-        let hash = if state == OrderState::Pending { sk.pending } else { sk.failed };
         let mut redis = redis.clone();
-        async move { redis.hget::<_, _, Option<String>>(hash, order_id).await }
+        async move {
+            let hash = if state == OrderState::Pending { &sk.pending } else { &sk.failed };
+            redis.hget::<_, _, Option<String>>(hash, order_id).await
+        }
     });
     let found: Vec<Option<String>> = futures::future::try_join_all(lookups).await?;
     for (&voucher_id, value) in active.iter().zip(found) {

@@ -1,29 +1,22 @@
 //! The seckill service: one value, built at start-up in its mode, that the
 //! handlers call without knowing the mode.
 
-use std::{sync::Arc, time::Duration};
-
-use hmdp_redis::{Redis, ReplicaBarrier};
-use sqlx::MySqlPool;
-use tokio_util::{sync::CancellationToken, task::TaskTracker};
+use std::sync::Arc;
 
 use hmdp_lock::LockService;
+use hmdp_redis::Redis;
+use sqlx::MySqlPool;
 
 use super::{
-    admission::VoucherGates,
     aftersale::AfterSale,
-    asynchronous::{self, AsyncOrders, CONSUMER_BLOCK, Consumer, ReplicaWait},
     error::SeckillResult,
+    mode::Mode,
     model::{OrderView, PlacedOrder, StockSet},
     order,
-    sync::{GroupCommitter, GroupStats, SyncOrders},
+    parts::{Dependencies, Workers},
+    sync::GroupStats,
 };
-use crate::{
-    config::{Config, SeckillMode},
-    connect::connect_redis_with,
-    ids::OrderIdGenerator,
-    keys::Keys,
-};
+use crate::{config::Config, keys::Keys};
 
 /// The seckill service: a sub-state handlers take with `State<Seckill>`.
 /// Cheap to clone; the mode is fixed when it is built.
@@ -31,7 +24,7 @@ use crate::{
 pub struct Seckill(Arc<Service>);
 
 struct Service {
-    mode: Mode,
+    mode: Arc<Mode>,
     db: MySqlPool,
     replica: Option<MySqlPool>,
     redis: Redis,
@@ -39,135 +32,38 @@ struct Service {
     locks: LockService,
     /// Payment, cancellation, refund, redemption and the unpaid timeout.
     aftersale: Arc<AfterSale>,
-    /// Cancelled at shutdown; every background task of the service (the
-    /// consumer, the group-commit workers) watches it and is tracked here.
-    stop: CancellationToken,
-    tasks: TaskTracker,
-}
-
-enum Mode {
-    Sync(Arc<SyncOrders>),
-    Async { orders: Box<AsyncOrders>, consumer: Box<Consumer> },
-}
-
-/// What the seckill is built from besides the settings; shared with the
-/// rest of the app.
-pub(crate) struct Dependencies {
-    pub db: MySqlPool,
-    /// A replica for the reads that may lag (`DATABASE_READ_URL`).
-    pub replica: Option<MySqlPool>,
-    pub redis: Redis,
-    pub keys: Keys,
-    pub order_ids: OrderIdGenerator,
-    pub locks: LockService,
+    /// Owns every background task of the service.
+    workers: Workers,
 }
 
 impl Seckill {
-    /// Builds the service in `config.seckill.mode`, the one place the mode
-    /// is chosen. The asynchronous mode's consumer gets a Redis connection
-    /// of its own; it starts with `start`.
+    /// Builds the service in `config.seckill.mode`; its background work
+    /// starts with `start`.
     pub(crate) async fn build(config: &Config, instance: &str, deps: Dependencies) -> anyhow::Result<Self> {
-        let Dependencies { db, replica, redis, keys, order_ids, locks } = deps;
-        let (stop, tasks) = (CancellationToken::new(), TaskTracker::new());
-        let gates = VoucherGates::new(config.seckill.hot_row_permits, config.seckill.hot_row_queue_max);
-        let sync_gates = matches!(config.seckill.mode, SeckillMode::Sync).then(|| gates.clone());
-        let deadline = Duration::from_millis(config.seckill.request_deadline_ms);
-        let mode = match config.seckill.mode {
-            SeckillMode::Sync => Mode::Sync(Arc::new(SyncOrders {
-                group_commit: (config.seckill.order_batch_max > 1).then(|| {
-                    GroupCommitter::new(
-                        db.clone(),
-                        config.seckill.order_batch_max,
-                        Duration::from_millis(config.seckill.order_batch_wait_ms),
-                        Duration::from_millis(config.seckill.order_batch_worker_idle_ms),
-                        stop.clone(),
-                        tasks.clone(),
-                    )
-                }),
-                db: db.clone(),
-                gates,
-                locks: locks.clone(),
-                order_ids,
-                keys: keys.clone(),
-                deadline,
-            })),
-            SeckillMode::Async => {
-                // Blocking reads would hold up every command behind them on a
-                // shared connection; the response timeout outlasts the block.
-                let blocking = connect_redis_with(&config.redis, CONSUMER_BLOCK + Duration::from_secs(2)).await?;
-                let claim_idle = Duration::from_millis(config.seckill.async_claim_idle_ms);
-                let consumer = Consumer {
-                    db: db.clone(),
-                    blocking,
-                    redis: redis.clone(),
-                    keys: keys.clone(),
-                    name: instance.to_owned(),
-                    batch_max: config.seckill.async_batch_max,
-                    claim_idle,
-                    retire_after: Duration::from_millis(config.seckill.async_retire_after_ms),
-                    recovery: asynchronous::Recovery {
-                        db: db.clone(),
-                        redis: redis.clone(),
-                        keys: keys.clone(),
-                        name: instance.to_owned(),
-                        page: config.seckill.async_batch_max,
-                        claim_idle,
-                        max_deliveries: config.seckill.async_max_deliveries,
-                    },
-                };
-                let acks = replica_acks(config.seckill.order_replica_acks, &mut redis.clone()).await;
-                let replica_wait = ReplicaWait {
-                    acks,
-                    timeout: Duration::from_millis(config.seckill.order_replica_wait_ms),
-                    // WAIT blocks its connection: the waiting orders get their own.
-                    barrier: ReplicaBarrier::new(if acks > 0 {
-                        connect_redis_with(&config.redis, Duration::from_secs(2)).await?
-                    } else {
-                        redis.clone()
-                    }),
-                    short: Default::default(),
-                };
-                let orders = AsyncOrders {
-                    db: db.clone(),
-                    redis: redis.clone(),
-                    keys: keys.clone(),
-                    order_ids,
-                    gates,
-                    deadline,
-                    replica_wait,
-                    verified: Default::default(),
-                };
-                Mode::Async { orders: Box::new(orders), consumer: Box::new(consumer) }
-            }
-        };
+        let workers = Workers::default();
+        let mode = Arc::new(Mode::build(config, instance, &deps, &workers).await?);
+        let Dependencies { db, replica, redis, keys, locks, .. } = deps;
         let aftersale = Arc::new(AfterSale {
             db: db.clone(),
             redis: redis.clone(),
             keys: keys.clone(),
             pay_timeout_s: config.seckill.order_pay_timeout_s,
-            asynchronous: matches!(mode, Mode::Async { .. }),
-            gates: sync_gates,
-            owed: Default::default(),
+            mode: mode.clone(),
         });
-        Ok(Self(Arc::new(Service { mode, db, replica, redis, keys, locks, aftersale, stop, tasks })))
+        Ok(Self(Arc::new(Service { mode, db, replica, redis, keys, locks, aftersale, workers })))
     }
 
     /// `sync` or `async`, for logs and metrics labels.
     pub fn mode(&self) -> &'static str {
-        match self.0.mode {
-            Mode::Sync(_) => "sync",
-            Mode::Async { .. } => "async",
-        }
+        self.0.mode.name()
     }
 
-    /// Starts the background work: the asynchronous consumer, and in both
-    /// modes the unpaid-order sweep.
-    /// Group-commit workers start with their voucher's first order.
+    /// Starts the background work: the mode's own, and in both modes the
+    /// unpaid-order sweep.
     pub(crate) fn start(&self) {
-        if let Mode::Async { consumer, .. } = &self.0.mode {
-            self.0.tasks.spawn(Consumer::clone(consumer).run(self.0.stop.clone()));
-        }
-        self.0.tasks.spawn(self.0.aftersale.clone().run_sweeper(self.0.stop.clone()));
+        self.0.mode.spawn_workers(&self.0.workers);
+        let aftersale = self.0.aftersale.clone();
+        self.0.workers.spawn(|stop| aftersale.run_sweeper(stop));
     }
 
     /// Stops every background task and waits for it: the consumer finishes
@@ -177,28 +73,20 @@ impl Seckill {
         if groups.groups > 0 {
             tracing::info!(?groups, mean = groups.committed as f64 / groups.groups as f64, "group commit totals");
         }
-        self.0.stop.cancel();
-        self.0.tasks.close();
-        self.0.tasks.wait().await;
+        self.0.workers.stop().await;
     }
 
     /// One order for a known user; returns its id. The strategy lab drives
     /// the service through here.
     pub async fn place(&self, user_id: u64, voucher_id: u64) -> SeckillResult<PlacedOrder> {
-        match &self.0.mode {
-            Mode::Sync(orders) => orders.place(user_id, voucher_id).await.map(PlacedOrder::committed),
-            Mode::Async { orders, .. } => orders.place(user_id, voucher_id).await,
-        }
+        self.0.mode.place(user_id, voucher_id).await
     }
 
     /// A seckill voucher is being created, its row not yet committed: in
     /// the asynchronous mode whatever Redis held under its id goes. An
     /// error here fails the creation, with nothing created.
     pub async fn prepare_sale(&self, voucher_id: u64) -> SeckillResult<()> {
-        match &self.0.mode {
-            Mode::Sync(_) => Ok(()),
-            Mode::Async { orders, .. } => orders.clear_stale(voucher_id).await,
-        }
+        self.0.mode.prepare_sale(voucher_id).await
     }
 
     /// A seckill voucher was created: in the asynchronous mode its keys are
@@ -207,33 +95,20 @@ impl Seckill {
     /// logged and the creation still succeeds (answering 503 for a voucher
     /// that exists would make the admin create it twice).
     pub async fn open_sale(&self, voucher_id: u64) {
-        if let Mode::Async { orders, .. } = &self.0.mode
-            && let Err(err) = orders.load(voucher_id).await
-            && !matches!(err, super::error::SeckillError::Ended)
-        {
-            tracing::warn!(voucher_id, error = %err, "loading a new voucher's keys failed; its first order loads them");
-        }
+        self.0.mode.open_sale(voucher_id).await
     }
 
     /// A voucher went on or off the shelf (its `tb_voucher.status` is
     /// committed). The synchronous orders read the status in their
     /// transaction; the asynchronous ones in Redis, which learns it here.
     pub(crate) async fn shelf_changed(&self, voucher_id: u64, status: i64) -> SeckillResult<()> {
-        match &self.0.mode {
-            Mode::Sync(_) => Ok(()),
-            Mode::Async { .. } => {
-                asynchronous::shelf_changed(&mut self.0.redis.clone(), &self.0.keys, voucher_id, status).await
-            }
-        }
+        self.0.mode.shelf_changed(voucher_id, status).await
     }
 
     /// The admin's stock route: `stock` units for sale from now on, in
     /// MariaDB and (asynchronous mode) Redis alike.
     pub(crate) async fn set_stock(&self, voucher_id: u64, stock: i32) -> SeckillResult<StockSet> {
-        match &self.0.mode {
-            Mode::Sync(orders) => orders.set_stock(voucher_id, stock).await,
-            Mode::Async { orders, .. } => orders.set_stock(voucher_id, stock).await,
-        }
+        self.0.mode.set_stock(voucher_id, stock).await
     }
 
     /// The order if it exists and belongs to `user_id`, in whichever state.
@@ -287,45 +162,17 @@ impl Seckill {
     }
 
     pub fn group_stats(&self) -> GroupStats {
-        match &self.0.mode {
-            Mode::Sync(orders) => orders.group_stats(),
-            Mode::Async { .. } => GroupStats::default(),
-        }
+        self.0.mode.group_stats().0
     }
 
     /// Group-commit workers running now (0 in the asynchronous mode).
     pub fn group_workers(&self) -> usize {
-        match &self.0.mode {
-            Mode::Sync(orders) => orders.workers(),
-            Mode::Async { .. } => 0,
-        }
+        self.0.mode.group_stats().1
     }
 
     /// Records the mode's own gauges for a scrape: the order streams' length,
     /// pending entries and lag in the asynchronous mode.
     pub(crate) async fn record_metrics(&self) -> redis::RedisResult<()> {
-        match &self.0.mode {
-            Mode::Sync(_) => Ok(()),
-            Mode::Async { .. } => asynchronous::record_stream_metrics(&mut self.0.redis.clone(), &self.0.keys).await,
-        }
+        self.0.mode.record_metrics().await
     }
-}
-
-/// How many replicas an asynchronous order waits for: the setting, or 1
-/// when every master has a replica now (a cluster made with
-/// `--cluster-replicas 1`), else none: a `WAIT` no replica can answer would
-/// only make every order wait out its bound.
-async fn replica_acks(setting: Option<u32>, redis: &mut Redis) -> u32 {
-    let acks = match setting {
-        Some(acks) => acks,
-        None => match redis.fewest_replicas().await {
-            Ok(fewest) => u32::from(fewest >= 1),
-            Err(err) => {
-                tracing::warn!(error = %err, "could not count the Redis replicas; orders will not wait for one");
-                0
-            }
-        },
-    };
-    tracing::info!(acks, "asynchronous orders wait for this many Redis replicas before a 200");
-    acks
 }

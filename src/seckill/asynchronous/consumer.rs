@@ -11,14 +11,13 @@
 
 use std::{
     collections::{HashMap, HashSet},
-    sync::LazyLock,
     time::Duration,
 };
 
 use chrono::DateTime;
 use hmdp_redis::Redis;
 use redis::{
-    AsyncCommands, Script,
+    AsyncCommands,
     streams::{StreamId, StreamReadReply},
 };
 use sqlx::MySqlPool;
@@ -27,7 +26,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::{
     converge::converge,
-    recovery::{FAILED_KEPT, Recovery},
+    mirror,
+    recovery::Recovery,
     stream::{Entry, GROUP, PersistError, acknowledge},
 };
 use crate::{
@@ -44,11 +44,6 @@ const IDLE_POLL: Duration = Duration::from_millis(20);
 const BACKOFF: Duration = Duration::from_millis(200);
 /// How often, at most, the consumer looks for sales to retire.
 const RETIRE_EVERY: Duration = Duration::from_secs(10);
-/// A retired sale's working keys stay this long (late requests are still
-/// answered from them), then go; an order after that reads MariaDB.
-const WORKING_KEYS_KEPT: Duration = Duration::from_secs(60 * 60);
-
-static RETIRE: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("../../../lua/seckill_retire.lua")));
 
 /// XAUTOCLAIM pages looked at per voucher and round, so a huge backlog of
 /// idle entries cannot starve the new ones.
@@ -126,34 +121,12 @@ impl Consumer {
         tracing::info!(consumer = %self.name, "order stream consumer stopped");
     }
 
-    /// Retires the sales that ended `retire_after` ago and have nothing
-    /// left to persist: their keys get a TTL and they leave the active set,
-    /// so what every instance reads and every lookup scans stays the live
-    /// sales. Returns the vouchers retired.
+    /// Retires the sales that ended `retire_after` ago and drained.
+    /// Returns the vouchers retired.
     async fn retire(&self, active: &[u64]) -> Result<Vec<u64>, PersistError> {
         let mut retired = Vec::new();
         for &voucher in active {
-            // MariaDB's end: the window hash may be gone. A voucher deleted
-            // from MariaDB ended long ago.
-            let end_ms = store::sale(&self.db, voucher).await?.map_or(0, |s| s.end_time.and_utc().timestamp_millis());
-            let sk = self.keys.seckill(voucher);
-            let done: i64 = RETIRE
-                .key(&sk.window)
-                .key(&sk.stock)
-                .key(&sk.buyers)
-                .key(&sk.orders)
-                .key(&sk.pending)
-                .key(&sk.holders)
-                .key(&sk.failed)
-                .key(&sk.dead)
-                .arg(end_ms)
-                .arg(self.retire_after.as_millis() as u64)
-                .arg(WORKING_KEYS_KEPT.as_millis() as u64)
-                .arg(FAILED_KEPT.as_millis() as u64)
-                .invoke_async(&mut self.redis.clone())
-                .await?;
-            if done == 1 {
-                self.redis.clone().srem::<_, _, ()>(self.keys.seckill_active(), voucher).await?;
+            if mirror::retire(&self.db, &self.redis, &self.keys, voucher, self.retire_after).await? {
                 tracing::info!(consumer = %self.name, voucher, "sale ended and drained; retired");
                 retired.push(voucher);
             }
@@ -191,7 +164,7 @@ impl Consumer {
     /// does not exist; an existing group is left as it is.
     async fn ensure_group(&self, voucher: u64) -> Result<(), PersistError> {
         let created: redis::RedisResult<()> =
-            self.redis.clone().xgroup_create_mkstream(self.keys.seckill(voucher).orders, GROUP, "0").await;
+            self.redis.clone().xgroup_create_mkstream(&self.keys.seckill(voucher).orders, GROUP, "0").await;
         match created {
             Err(err) if err.code() == Some("BUSYGROUP") => Ok(()),
             other => Ok(other?),
@@ -199,7 +172,7 @@ impl Consumer {
     }
 
     async fn reread_own_pending(&self, voucher: u64) -> Result<(), PersistError> {
-        let stream = self.keys.seckill(voucher).orders;
+        let stream = &self.keys.seckill(voucher).orders;
         let mut after = "0".to_owned();
         loop {
             let reply: StreamReadReply = redis::cmd("XREADGROUP")
@@ -209,7 +182,7 @@ impl Consumer {
                 .arg("COUNT")
                 .arg(self.batch_max)
                 .arg("STREAMS")
-                .arg(&stream)
+                .arg(stream)
                 .arg(&after)
                 .query_async(&mut self.redis.clone())
                 .await?;
@@ -252,7 +225,8 @@ impl Consumer {
         block: Option<Duration>,
         redis: &mut Redis,
     ) -> Result<Vec<(u64, Vec<StreamId>)>, PersistError> {
-        let streams: Vec<String> = vouchers.iter().map(|&v| self.keys.seckill(v).orders).collect();
+        let keys: Vec<_> = vouchers.iter().map(|&v| self.keys.seckill(v)).collect();
+        let streams: Vec<&str> = keys.iter().map(|sk| sk.orders.as_str()).collect();
         let mut read = redis::cmd("XREADGROUP");
         read.arg("GROUP").arg(GROUP).arg(&self.name).arg("COUNT").arg(self.batch_max);
         if let Some(block) = block {
@@ -260,7 +234,7 @@ impl Consumer {
         }
         let reply: Option<StreamReadReply> =
             read.arg("STREAMS").arg(&streams).arg(vec![">"; streams.len()]).query_async(redis).await?;
-        let by_stream: HashMap<&str, u64> = streams.iter().map(String::as_str).zip(vouchers.iter().copied()).collect();
+        let by_stream: HashMap<&str, u64> = streams.iter().copied().zip(vouchers.iter().copied()).collect();
         Ok(reply
             .map(|r| r.keys)
             .unwrap_or_default()

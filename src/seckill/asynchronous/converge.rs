@@ -10,10 +10,17 @@ use std::sync::LazyLock;
 
 use hmdp_redis::Redis;
 use redis::{AsyncCommands, Script};
-use sqlx::MySqlConnection;
+use sqlx::{MySqlConnection, MySqlPool};
 
 use super::stream::PersistError;
-use crate::{keys::SeckillKeys, seckill::store};
+use crate::{
+    keys::{Keys, SeckillKeys},
+    seckill::{
+        error::{SeckillError, SeckillResult},
+        model::StockSet,
+        store,
+    },
+};
 
 /// A script with `stock_from_row`, the function both stock-setting scripts
 /// share, prepended.
@@ -99,4 +106,62 @@ pub(super) async fn converge(
 ) -> Result<Option<i64>, PersistError> {
     let found = unpersisted(conn, redis, sk, voucher).await?;
     set_from_row(redis, sk, voucher, db_stock, &found).await
+}
+
+/// The admin's stock: `stock` more units for sale from now on. Orders
+/// accepted in Redis and not persisted yet keep their units, so the row
+/// gets `stock` plus those, and Redis `stock`, both under the row lock.
+pub(super) async fn set_stock(
+    db: &MySqlPool,
+    redis: &Redis,
+    keys: &Keys,
+    voucher_id: u64,
+    stock: i32,
+) -> SeckillResult<StockSet> {
+    let sk = keys.seckill(voucher_id);
+    let mut tx = db.begin().await?;
+    let before = store::lock_stock(&mut *tx, voucher_id).await?.ok_or(SeckillError::NoSuchVoucher)?;
+    let found = unpersisted(&mut tx, redis, &sk, voucher_id).await?;
+    let row = i32::try_from(i64::from(stock) + found.count).map_err(|_| SeckillError::StockOutOfRange)?;
+    store::set_stock(&mut *tx, voucher_id, row).await?;
+    let redis_stock = set_from_row(redis, &sk, voucher_id, row.into(), &found).await?;
+    tx.commit().await?;
+    tracing::info!(voucher_id, stock, row, ?redis_stock, "seckill stock set");
+    Ok(StockSet { stock, previous: i64::from(before) - found.count, awaiting_persistence: found.count.max(0) as u64 })
+}
+
+/// Units MariaDB got back (cancelled or refunded orders, committed): Redis's
+/// stock is set from the row and the users' buyer slots are freed, so they
+/// may buy again. Idempotent.
+pub(super) async fn units_returned(
+    db: &MySqlPool,
+    redis: &Redis,
+    keys: &Keys,
+    voucher_id: u64,
+    users: &[u64],
+) -> SeckillResult<()> {
+    let sk = keys.seckill(voucher_id);
+    let mut tx = db.begin().await?;
+    let Some(db_stock) = store::lock_stock(&mut *tx, voucher_id).await? else { return Ok(()) };
+    let found = unpersisted(&mut tx, redis, &sk, voucher_id).await?;
+    // Only users without another live order of the voucher lose their slot.
+    let still_holding = store::held_orders(&mut *tx, voucher_id, users).await?;
+    let freed: Vec<u64> = users.iter().copied().filter(|u| !still_holding.contains_key(u)).collect();
+    if !freed.is_empty() {
+        redis.clone().srem::<_, _, ()>(&sk.buyers, &freed).await?;
+    }
+    set_from_row(redis, &sk, voucher_id, db_stock.into(), &found).await?;
+    tx.commit().await?;
+    Ok(())
+}
+
+/// A voucher's shelf status, where the order script reads it. A voucher
+/// not loaded yet is left alone: its load reads the status from MariaDB,
+/// which has it already.
+pub(super) async fn shelf_changed(redis: &mut Redis, keys: &Keys, voucher_id: u64, status: i64) -> SeckillResult<()> {
+    let window = &keys.seckill(voucher_id).window;
+    if redis.exists::<_, bool>(window).await? {
+        redis.hset::<_, _, _, ()>(window, "shelf", status).await?;
+    }
+    Ok(())
 }

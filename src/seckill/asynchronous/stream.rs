@@ -3,9 +3,12 @@
 //! persisted, and take it off the stream once it was.
 
 use hmdp_redis::Redis;
-use redis::streams::StreamId;
+use redis::{AsyncCommands, streams::StreamId};
 
-use crate::{dependency::refused_by_the_data, keys::SeckillKeys};
+use crate::{
+    dependency::refused_by_the_data,
+    keys::{Keys, SeckillKeys},
+};
 
 /// The consumer group every instance reads the order streams in.
 pub(super) const GROUP: &str = "orders";
@@ -86,6 +89,36 @@ pub(super) async fn acknowledge(redis: &Redis, sk: &SeckillKeys, entries: &[Entr
         .ignore()
         .exec_async(&mut redis.clone())
         .await?;
+    Ok(())
+}
+
+/// Per active voucher: the stream's length, entries delivered but not yet
+/// acknowledged, and the group's lag (entries not yet delivered).
+pub(super) async fn record_stream_metrics(redis: &mut Redis, keys: &Keys) -> redis::RedisResult<()> {
+    let vouchers: Vec<u64> = redis.smembers(keys.seckill_active()).await?;
+    for voucher in vouchers {
+        let stream = &keys.seckill(voucher).orders;
+        let label = voucher.to_string();
+        let length: u64 = redis.xlen(stream).await?;
+        metrics::gauge!("hmdp_async_stream_length", "voucher" => label.clone()).set(length as f64);
+        let groups: redis::streams::StreamInfoGroupsReply = match redis.xinfo_groups(stream).await {
+            Ok(groups) => groups,
+            // No group yet: nothing consumed, nothing pending.
+            Err(err)
+                if err.code() == Some("NOGROUP")
+                    || err.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::ResponseError) =>
+            {
+                continue;
+            }
+            Err(err) => return Err(err),
+        };
+        for group in groups.groups.iter().filter(|g| g.name == GROUP) {
+            metrics::gauge!("hmdp_async_pending_entries", "voucher" => label.clone()).set(group.pending as f64);
+            if let Some(lag) = group.lag {
+                metrics::gauge!("hmdp_async_consumer_lag", "voucher" => label.clone()).set(lag as f64);
+            }
+        }
+    }
     Ok(())
 }
 

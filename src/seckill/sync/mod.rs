@@ -15,7 +15,7 @@ use chrono::Utc;
 use sqlx::MySqlPool;
 use tokio_util::sync::CancellationToken;
 
-pub(crate) use group_commit::GroupCommitter;
+use group_commit::GroupCommitter;
 pub use group_commit::GroupStats;
 use transaction::{commit_reservation, reserve};
 
@@ -25,35 +25,72 @@ use super::{
     admission::{Gate, VoucherGates},
     error::{SeckillError, SeckillResult},
     model::StockSet,
+    parts::{Dependencies, Workers},
     store,
 };
-use crate::{ids::OrderIdGenerator, keys::Keys};
+use crate::{config::SeckillSettings, ids::OrderIdGenerator, keys::Keys};
 
 /// What the synchronous mode is made of; built once at start-up.
 pub(crate) struct SyncOrders {
-    pub db: MySqlPool,
-    pub gates: VoucherGates,
-    pub locks: LockService,
-    pub order_ids: OrderIdGenerator,
-    pub keys: Keys,
-    pub deadline: Duration,
+    db: MySqlPool,
+    gates: VoucherGates,
+    locks: LockService,
+    order_ids: OrderIdGenerator,
+    keys: Keys,
+    deadline: Duration,
     /// `None` at `ORDER_BATCH_MAX` = 1: one transaction per order.
-    pub group_commit: Option<GroupCommitter>,
+    group_commit: Option<GroupCommitter>,
 }
 
 impl SyncOrders {
-    pub(super) fn group_stats(&self) -> GroupStats {
+    /// The synchronous mode from its settings: group commit above one
+    /// order per batch, its workers owned by `workers`.
+    pub(crate) fn build(settings: &SeckillSettings, deps: &Dependencies, workers: &Workers) -> Self {
+        let group_commit = (settings.order_batch_max > 1).then(|| {
+            GroupCommitter::new(
+                deps.db.clone(),
+                settings.order_batch_max,
+                Duration::from_millis(settings.order_batch_wait_ms),
+                Duration::from_millis(settings.order_batch_worker_idle_ms),
+                workers.stop_token(),
+                workers.tracker(),
+            )
+        });
+        Self {
+            db: deps.db.clone(),
+            gates: VoucherGates::new(settings.hot_row_permits, settings.hot_row_queue_max),
+            locks: deps.locks.clone(),
+            order_ids: deps.order_ids.clone(),
+            keys: deps.keys.clone(),
+            deadline: Duration::from_millis(settings.request_deadline_ms),
+            group_commit,
+        }
+    }
+
+    /// Units came back to the voucher (a cancel or refund committed here):
+    /// this instance sells again at once.
+    pub(crate) fn units_returned(&self, voucher_id: u64) {
+        self.gates.units_returned(voucher_id);
+    }
+
+    /// Each after-sale round: units another instance returned sell here
+    /// within a round.
+    pub(crate) async fn settle(&self) {
+        self.gates.refresh_sold_out(&self.db).await;
+    }
+
+    pub(crate) fn group_stats(&self) -> GroupStats {
         self.group_commit.as_ref().map(GroupCommitter::stats).unwrap_or_default()
     }
 
     /// Group-commit workers running now.
-    pub(super) fn workers(&self) -> usize {
+    pub(crate) fn workers(&self) -> usize {
         self.group_commit.as_ref().map_or(0, GroupCommitter::workers)
     }
 
     /// The admin's stock: the row gets it under its lock, and this
     /// instance's sold-out memory learns it at once.
-    pub(super) async fn set_stock(&self, voucher_id: u64, stock: i32) -> SeckillResult<StockSet> {
+    pub(crate) async fn set_stock(&self, voucher_id: u64, stock: i32) -> SeckillResult<StockSet> {
         let mut tx = self.db.begin().await?;
         let previous = store::lock_stock(&mut *tx, voucher_id).await?.ok_or(SeckillError::NoSuchVoucher)?;
         store::set_stock(&mut *tx, voucher_id, stock).await?;
@@ -66,7 +103,7 @@ impl SyncOrders {
     /// Places one order; returns the order id. Runs in a task of its own,
     /// so a client that goes away mid-order cannot cut the order between
     /// its commit and its unlock.
-    pub(super) async fn place(self: &Arc<Self>, user_id: u64, voucher_id: u64) -> SeckillResult<i64> {
+    pub(crate) async fn place(self: &Arc<Self>, user_id: u64, voucher_id: u64) -> SeckillResult<i64> {
         let gate = self.gates.get_or_load(&self.db, voucher_id).await?;
         gate.admit(Utc::now().naive_utc())?;
         let this = self.clone();

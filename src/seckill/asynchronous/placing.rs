@@ -1,0 +1,216 @@
+//! Placing an asynchronous order: one Redis script decides it (window
+//! against Redis's clock, one order per user, stock) and queues it on the
+//! voucher's stream, and the answer goes out at once. Besides the session
+//! lookup, an order costs one round trip: its id comes from a block
+//! reserved earlier. A call whose answer was lost is asked again with the
+//! same order id, so an order is accepted once and never answered wrongly.
+
+use std::{sync::LazyLock, time::Duration};
+
+use hmdp_redis::Redis;
+use redis::{AsyncCommands, Script};
+use sqlx::MySqlPool;
+
+use super::{mirror::Mirror, replica_wait::ReplicaWait};
+use crate::{
+    dependency::redis_unreachable,
+    ids::OrderIdGenerator,
+    keys::{Keys, SeckillKeys},
+    seckill::{
+        error::{SeckillError, SeckillResult},
+        model::PlacedOrder,
+        store,
+    },
+};
+
+static ORDER: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("../../../lua/seckill_order.lua")));
+
+/// Between two tries of the order script after a lost answer.
+const RETRY_PAUSE: Duration = Duration::from_millis(100);
+
+/// Past the deadline, how long a lost call's order is still looked for
+/// before the answer says "unknown": within nginx's 30 s with the largest
+/// deadline (25 s) and a Redis response timeout (2 s).
+const LAST_LOOK: Duration = Duration::from_secs(3);
+
+pub(super) struct Placing {
+    pub db: MySqlPool,
+    pub redis: Redis,
+    pub keys: Keys,
+    pub order_ids: OrderIdGenerator,
+    pub deadline: Duration,
+    pub replica_wait: ReplicaWait,
+}
+
+impl Placing {
+    /// Decides one order in Redis; returns its id once it is queued (and,
+    /// when replicas are waited for, whether they acknowledged it).
+    pub(super) async fn place(&self, mirror: &Mirror, user_id: u64, voucher_id: u64) -> SeckillResult<PlacedOrder> {
+        if mirror.recently_missing(voucher_id) {
+            return Err(SeckillError::NoSuchVoucher);
+        }
+        mirror.verify(voucher_id).await?;
+        let order_id = self.order_ids.next().await?;
+        let keys = self.keys.seckill(voucher_id);
+        let redis = &self.redis;
+        let deadline = tokio::time::Instant::now() + self.deadline;
+        let mut loaded_once = false;
+        // Set once a call's answer was lost: that call may still run in Redis.
+        let mut uncertain = false;
+        loop {
+            let called = self.run_order_script(redis, &keys, user_id, order_id, voucher_id).await;
+            // A call whose answer was lost (Redis paused, a timeout) may be
+            // executed later. The same call, same order id, is tried again until
+            // the deadline: whichever runs first accepts the order, once (the
+            // buyers set sees to it), and the answer comes from what Redis holds.
+            let (verdict, acked) = match called {
+                Ok(answer) => answer,
+                Err(err) if redis_unreachable(&err) => {
+                    uncertain = true;
+                    if tokio::time::Instant::now() < deadline {
+                        tracing::warn!(order_id, error = %err, "the order script's answer was lost; asking again");
+                        tokio::time::sleep(RETRY_PAUSE).await;
+                        continue;
+                    }
+                    // Out of time, but a lost call may have run meanwhile:
+                    // "unavailable" would be a lie about an order that exists.
+                    let owner = store::OrderOwner { user_id, voucher_id };
+                    return match self.accepted_after_all(owner, order_id).await {
+                        Some(true) => Ok(self.accepted_on_a_lost_call(order_id)),
+                        Some(false) => Err(err.into()),
+                        None => Err(SeckillError::Unavailable(anyhow::anyhow!(
+                            "order {order_id}: Redis did not answer; whether it was accepted is unknown (GET /voucher-order/{order_id} tells)"
+                        ))),
+                    };
+                }
+                Err(err) => return Err(err.into()),
+            };
+            match verdict {
+                0 => {
+                    let replicated = acked.unwrap_or(0) >= self.replica_wait.acks;
+                    if acked.is_some() {
+                        self.replica_wait.record(voucher_id, replicated);
+                    }
+                    if !replicated {
+                        tracing::warn!(order_id, acked, "order accepted but not yet on a Redis replica");
+                    }
+                    tracing::debug!(order_id, user_id, voucher_id, "order accepted");
+                    return Ok(PlacedOrder { id: order_id, replicated });
+                }
+                1 if !loaded_once => {
+                    loaded_once = true;
+                    mirror.load(voucher_id).await?;
+                }
+                1 => {
+                    return Err(SeckillError::internal(anyhow::anyhow!(
+                        "voucher {voucher_id}'s keys vanished right after loading"
+                    )));
+                }
+                2 => return Err(SeckillError::NotStarted),
+                3 => return Err(SeckillError::Ended),
+                4 => {
+                    // After a lost answer the order held may be this very one.
+                    let owner = store::OrderOwner { user_id, voucher_id };
+                    if uncertain && self.accepted_before(owner, order_id).await? {
+                        return Ok(self.accepted_on_a_lost_call(order_id));
+                    }
+                    // The order the user holds: pending (by user in the holders
+                    // hash), else its row.
+                    let pending: Option<i64> = self.redis.clone().hget(&keys.holders, user_id).await.ok().flatten();
+                    let held = match pending {
+                        Some(id) => Some(id),
+                        None => store::held_order(&self.db, user_id, voucher_id).await.ok().flatten(),
+                    };
+                    return Err(SeckillError::DuplicateOrder(held));
+                }
+                5 => return Err(SeckillError::SoldOut),
+                6 => return Err(SeckillError::OffShelf),
+                other => {
+                    return Err(SeckillError::internal(anyhow::anyhow!(
+                        "the order script answered {other} for voucher {voucher_id}"
+                    )));
+                }
+            }
+        }
+    }
+
+    /// The order script, followed by a `WAIT` for the replicas on the same
+    /// connection when they are waited for. Returns the verdict and how
+    /// many replicas acknowledged it (`None`: no wait was made).
+    async fn run_order_script(
+        &self,
+        redis: &Redis,
+        keys: &SeckillKeys,
+        user_id: u64,
+        order_id: i64,
+        voucher_id: u64,
+    ) -> redis::RedisResult<(i64, Option<u32>)> {
+        let (acks, timeout) = (self.replica_wait.acks, self.replica_wait.timeout);
+        let waiting = acks > 0 && !self.replica_wait.recently_short(voucher_id);
+        // A waited-for order's script runs on the connection the WAIT will be
+        // sent on: WAIT counts what its own connection wrote.
+        let mut conn = if waiting { self.replica_wait.barrier.redis().clone() } else { redis.clone() };
+        let verdict: i64 = ORDER
+            .key(&keys.stock)
+            .key(&keys.window)
+            .key(&keys.buyers)
+            .key(&keys.orders)
+            .key(&keys.pending)
+            .key(&keys.holders)
+            .arg(user_id)
+            .arg(order_id)
+            .arg(voucher_id)
+            .invoke_async(&mut conn)
+            .await?;
+        if !waiting || verdict != 0 {
+            return Ok((verdict, None));
+        }
+        let acked = match self.replica_wait.barrier.acknowledged(&keys.stock, acks, timeout).await {
+            Ok(acked) => acked,
+            // Accepted: whether a replica has it is not known, and the
+            // answer says so (202) instead of asking the script again.
+            Err(err) => {
+                tracing::warn!(order_id, error = %err, "the replicas' acknowledgement of an accepted order was lost");
+                0
+            }
+        };
+        Ok((verdict, Some(acked)))
+    }
+
+    fn accepted_on_a_lost_call(&self, order_id: i64) -> PlacedOrder {
+        tracing::info!(order_id, "a lost call had accepted the order; answered as accepted");
+        // Whether a replica has it is not known: said so when it matters.
+        PlacedOrder { id: order_id, replicated: self.replica_wait.acks == 0 }
+    }
+
+    /// `accepted_before`, asked until Redis answers or `LAST_LOOK` has
+    /// passed (`None`: still unknown).
+    async fn accepted_after_all(&self, owner: store::OrderOwner, order_id: i64) -> Option<bool> {
+        let until = tokio::time::Instant::now() + LAST_LOOK;
+        loop {
+            match self.accepted_before(owner, order_id).await {
+                Ok(accepted) => return Some(accepted),
+                Err(err) if tokio::time::Instant::now() < until => {
+                    tracing::warn!(order_id, error = %err, "looking for a lost call's order failed; again");
+                    tokio::time::sleep(RETRY_PAUSE).await;
+                }
+                Err(_) => return None,
+            }
+        }
+    }
+
+    /// Whether `order_id` itself was accepted: pending, persisted (its row,
+    /// this user's for this voucher), or already dead-lettered.
+    async fn accepted_before(&self, order: store::OrderOwner, order_id: i64) -> SeckillResult<bool> {
+        let keys = self.keys.seckill(order.voucher_id);
+        let (pending, failed): (bool, bool) = redis::pipe()
+            .hexists(&keys.pending, order_id)
+            .hexists(&keys.failed, order_id)
+            .query_async(&mut self.redis.clone())
+            .await?;
+        if pending || failed {
+            return Ok(true);
+        }
+        Ok(store::existing_orders(&self.db, &[order_id]).await?.get(&order_id) == Some(&order))
+    }
+}

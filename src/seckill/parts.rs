@@ -1,0 +1,59 @@
+//! What the seckill is built from, and the owner of its background work.
+//! A leaf of the seckill: each mode builds itself from these in its own
+//! folder, so neither imports the service that holds it.
+
+use std::future::Future;
+
+use hmdp_lock::LockService;
+use hmdp_redis::Redis;
+use sqlx::MySqlPool;
+use tokio_util::{sync::CancellationToken, task::TaskTracker};
+
+use crate::{ids::OrderIdGenerator, keys::Keys};
+
+/// What the seckill is built from besides the settings; shared with the
+/// rest of the app.
+pub(crate) struct Dependencies {
+    pub db: MySqlPool,
+    /// A replica for the reads that may lag (`DATABASE_READ_URL`).
+    pub replica: Option<MySqlPool>,
+    pub redis: Redis,
+    pub keys: Keys,
+    pub order_ids: OrderIdGenerator,
+    pub locks: LockService,
+}
+
+/// The owner of every background task of the seckill (the consumer, the
+/// group-commit workers, the unpaid-order sweep): each is spawned here,
+/// watches `stop`, and is waited for at shutdown.
+#[derive(Clone, Default)]
+pub(crate) struct Workers {
+    stop: CancellationToken,
+    tasks: TaskTracker,
+}
+
+impl Workers {
+    pub(crate) fn spawn<F>(&self, task: impl FnOnce(CancellationToken) -> F)
+    where
+        F: Future<Output = ()> + Send + 'static,
+    {
+        self.tasks.spawn(task(self.stop.clone()));
+    }
+
+    /// For work that spawns its own tasks later (a voucher's group-commit
+    /// worker starts with its first order).
+    pub(crate) fn stop_token(&self) -> CancellationToken {
+        self.stop.clone()
+    }
+
+    pub(crate) fn tracker(&self) -> TaskTracker {
+        self.tasks.clone()
+    }
+
+    /// Cancels every task and waits for it to finish what it holds.
+    pub(crate) async fn stop(&self) {
+        self.stop.cancel();
+        self.tasks.close();
+        self.tasks.wait().await;
+    }
+}
