@@ -6,9 +6,10 @@
 //! and a payment) exactly one wins and the other is told what happened.
 //! A unit comes back into `tb_seckill_voucher.stock` in the transaction
 //! that ends the order, under the voucher's row lock (taken first, as every
-//! order transaction does); in the asynchronous mode Redis then learns it
-//! from the row (its stock set from MariaDB's, the buyer's slot freed),
-//! which is idempotent, so doing it twice returns nothing twice.
+//! order transaction does), and the mode learns it under that same lock:
+//! in the asynchronous mode Redis's stock is set from the row and the
+//! buyer's slot freed, which is idempotent, so doing it twice returns
+//! nothing twice.
 
 use std::{sync::Arc, time::Duration};
 
@@ -117,10 +118,12 @@ impl AfterSale {
     ) -> SeckillResult<OrderView> {
         let order = self.order(order_id, Some(owner)).await?;
         let mut tx = self.db.begin().await?;
-        store::lock_stock(&mut *tx, order.voucher_id).await?;
+        let stock = store::lock_stock(&mut *tx, order.voucher_id).await?;
         let ended = store::end_order(&mut *tx, order_id, from, to).await?;
         if ended {
             store::give_back(&mut *tx, order.voucher_id, 1).await?;
+            let db_stock = i64::from(stock.unwrap_or_default()) + 1;
+            self.mode.units_returned(&mut tx, order.voucher_id, db_stock, &[owner]).await;
         }
         tx.commit().await?;
         let order = self.order(order_id, Some(owner)).await?;
@@ -134,7 +137,6 @@ impl AfterSale {
         }
         transition(status::name(to).unwrap_or("ended"));
         metrics::counter!("hmdp_units_returned_total").increment(1);
-        self.units_returned(order.voucher_id, &[owner]).await;
         Ok(order)
     }
 
@@ -178,13 +180,18 @@ impl AfterSale {
         let mut cancelled = 0;
         for voucher in store::vouchers_with_expired_orders(&self.db, self.pay_timeout_s, SWEEP_VOUCHERS).await? {
             let mut tx = self.db.begin().await?;
-            if store::lock_stock(&mut *tx, voucher).await?.is_none() {
+            let Some(stock) = store::lock_stock(&mut *tx, voucher).await? else {
                 continue;
-            }
+            };
             let expired = store::lock_expired_orders(&mut *tx, voucher, self.pay_timeout_s, SWEEP_ORDERS).await?;
             let ids: Vec<i64> = expired.iter().map(|(id, _, _)| *id).collect();
             let n = store::cancel_unpaid(&mut *tx, &ids).await?;
             store::give_back(&mut *tx, voucher, n).await?;
+            if n > 0 {
+                let users: Vec<u64> = expired.iter().map(|(_, user, _)| *user).collect();
+                let db_stock = i64::from(stock) + n as i64;
+                self.mode.units_returned(&mut tx, voucher, db_stock, &users).await;
+            }
             tx.commit().await?;
             if n == 0 {
                 continue;
@@ -197,8 +204,6 @@ impl AfterSale {
             metrics::counter!("hmdp_order_transitions_total", "to" => "CANCELLED", "by" => "timeout").increment(n);
             metrics::counter!("hmdp_units_returned_total").increment(n);
             tracing::info!(voucher, cancelled = n, "unpaid orders past their deadline cancelled; units returned");
-            let users: Vec<u64> = expired.iter().map(|(_, user, _)| *user).collect();
-            self.units_returned(voucher, &users).await;
             cancelled += n;
         }
         Ok(cancelled)
@@ -219,11 +224,6 @@ impl AfterSale {
             }
             self.mode.settle().await;
         }
-    }
-
-    /// The mode learns of units MariaDB got back (committed).
-    async fn units_returned(&self, voucher: u64, users: &[u64]) {
-        self.mode.units_returned(voucher, users).await;
     }
 }
 

@@ -5,6 +5,8 @@
 
 use std::sync::Arc;
 
+use sqlx::MySqlConnection;
+
 use super::{
     asynchronous::AsyncMode,
     error::SeckillResult,
@@ -94,12 +96,20 @@ impl Mode {
         }
     }
 
-    /// Units came back to the voucher in MariaDB (committed): this
-    /// instance's sold-out memory, or Redis's stock and buyers, learn it.
-    pub(super) async fn units_returned(&self, voucher_id: u64, users: &[u64]) {
+    /// Units came back to the voucher in the transaction on `conn`, which
+    /// holds the voucher's row lock (`db_stock`: the row's stock there):
+    /// this instance's sold-out memory, or Redis's stock and buyers, learn
+    /// it before the lock is let go, so it is taken once.
+    pub(super) async fn units_returned(
+        &self,
+        conn: &mut MySqlConnection,
+        voucher_id: u64,
+        db_stock: i64,
+        users: &[u64],
+    ) {
         match self {
             Self::Sync(orders) => orders.units_returned(voucher_id),
-            Self::Async(mode) => mode.units_returned(voucher_id, users).await,
+            Self::Async(mode) => mode.units_returned(conn, voucher_id, db_stock, users).await,
         }
     }
 

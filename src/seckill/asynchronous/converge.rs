@@ -130,9 +130,8 @@ pub(super) async fn set_stock(
     Ok(StockSet { stock, previous: i64::from(before) - found.count, awaiting_persistence: found.count.max(0) as u64 })
 }
 
-/// Units MariaDB got back (cancelled or refunded orders, committed): Redis's
-/// stock is set from the row and the users' buyer slots are freed, so they
-/// may buy again. Idempotent.
+/// Units MariaDB got back (cancelled or refunded orders), told again
+/// later: under the row lock of a transaction of its own. Idempotent.
 pub(super) async fn units_returned(
     db: &MySqlPool,
     redis: &Redis,
@@ -140,18 +139,39 @@ pub(super) async fn units_returned(
     voucher_id: u64,
     users: &[u64],
 ) -> SeckillResult<()> {
-    let sk = keys.seckill(voucher_id);
     let mut tx = db.begin().await?;
     let Some(db_stock) = store::lock_stock(&mut *tx, voucher_id).await? else { return Ok(()) };
-    let found = unpersisted(&mut tx, redis, &sk, voucher_id).await?;
+    units_returned_locked(&mut tx, redis, keys, voucher_id, db_stock.into(), users).await?;
+    tx.commit().await?;
+    Ok(())
+}
+
+/// Units MariaDB got back, told to Redis inside the transaction that
+/// returned them, which holds the voucher's row lock (`db_stock` is the
+/// row's stock there): Redis's stock is set from the row and the users'
+/// buyer slots are freed, so they may buy again. Idempotent.
+///
+/// Before the commit, so the lock is taken once: should the commit fail
+/// after this, Redis holds units MariaDB lacks, and the first batch
+/// MariaDB refuses for want of stock sets Redis from the row again (a
+/// freed slot of a still-live order meets the UNIQUE index).
+pub(super) async fn units_returned_locked(
+    conn: &mut MySqlConnection,
+    redis: &Redis,
+    keys: &Keys,
+    voucher_id: u64,
+    db_stock: i64,
+    users: &[u64],
+) -> SeckillResult<()> {
+    let sk = keys.seckill(voucher_id);
+    let found = unpersisted(&mut *conn, redis, &sk, voucher_id).await?;
     // Only users without another live order of the voucher lose their slot.
-    let still_holding = store::held_orders(&mut *tx, voucher_id, users).await?;
+    let still_holding = store::held_orders(&mut *conn, voucher_id, users).await?;
     let freed: Vec<u64> = users.iter().copied().filter(|u| !still_holding.contains_key(u)).collect();
     if !freed.is_empty() {
         redis.clone().srem::<_, _, ()>(&sk.buyers, &freed).await?;
     }
-    set_from_row(redis, &sk, voucher_id, db_stock.into(), &found).await?;
-    tx.commit().await?;
+    set_from_row(redis, &sk, voucher_id, db_stock, &found).await?;
     Ok(())
 }
 

@@ -23,7 +23,7 @@ mod stream;
 use std::{collections::HashSet, time::Duration};
 
 use hmdp_redis::Redis;
-use sqlx::MySqlPool;
+use sqlx::{MySqlConnection, MySqlPool};
 
 use consumer::Consumer;
 use mirror::Mirror;
@@ -133,17 +133,24 @@ impl AsyncMode {
         converge::set_stock(&self.db, &self.redis, &self.keys, voucher_id, stock).await
     }
 
-    /// Redis learns the units MariaDB got back and frees the buyers' slots.
-    /// A failure leaves Redis short (it undersells, never oversells); the
-    /// instance tries again each round until Redis has it (a crash of the
-    /// instance meanwhile leaves it to the next correction: a dead letter,
-    /// the stock route, or another return of the voucher).
-    pub(crate) async fn units_returned(&self, voucher: u64, users: &[u64]) {
-        if let Err(err) = converge::units_returned(&self.db, &self.redis, &self.keys, voucher, users).await {
-            tracing::warn!(voucher, error = %err, "Redis did not learn of returned units; again next round");
-            if !self.owed.extend(voucher, users.iter().copied()) {
-                tracing::warn!(voucher, "too many vouchers owed to Redis; this one waits for its next correction");
-            }
+    /// Redis learns the units MariaDB got back and frees the buyers' slots,
+    /// inside the transaction that returns them (`conn` holds the row lock,
+    /// `db_stock` is the row's stock there). A failure leaves Redis short
+    /// (it undersells, never oversells); the instance tries again each round
+    /// until Redis has it (a crash of the instance meanwhile leaves it to
+    /// the next correction: a dead letter, the stock route, or another
+    /// return of the voucher).
+    pub(crate) async fn units_returned(&self, conn: &mut MySqlConnection, voucher: u64, db_stock: i64, users: &[u64]) {
+        let told = converge::units_returned_locked(conn, &self.redis, &self.keys, voucher, db_stock, users).await;
+        if let Err(err) = told {
+            self.owe(voucher, users, &err);
+        }
+    }
+
+    fn owe(&self, voucher: u64, users: &[u64], err: &SeckillError) {
+        tracing::warn!(voucher, error = %err, "Redis did not learn of returned units; again next round");
+        if !self.owed.extend(voucher, users.iter().copied()) {
+            tracing::warn!(voucher, "too many vouchers owed to Redis; this one waits for its next correction");
         }
     }
 
@@ -152,7 +159,9 @@ impl AsyncMode {
     pub(crate) async fn settle(&self) {
         for (voucher, users) in self.owed.take_all() {
             let users: Vec<u64> = users.into_iter().collect();
-            self.units_returned(voucher, &users).await;
+            if let Err(err) = converge::units_returned(&self.db, &self.redis, &self.keys, voucher, &users).await {
+                self.owe(voucher, &users, &err);
+            }
         }
     }
 
