@@ -279,3 +279,95 @@ impl VoucherGates {
         gate
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::{
+        sync::{Arc, atomic::Ordering},
+        time::Duration,
+    };
+
+    use chrono::{NaiveDateTime, TimeDelta, Utc};
+
+    use super::{SaleWindow, VoucherGates};
+    use crate::seckill::error::SeckillError;
+
+    fn now() -> NaiveDateTime {
+        Utc::now().naive_utc()
+    }
+
+    fn open_sale(gates: &VoucherGates, voucher: u64, stock: i32) -> Arc<super::Gate> {
+        let window = SaleWindow { begin: now() - TimeDelta::hours(1), end: now() + TimeDelta::hours(1) };
+        gates.insert(voucher, window, stock)
+    }
+
+    #[test]
+    fn the_window_is_checked_before_the_sold_out_flag() {
+        let gates = VoucherGates::new(8, 16);
+        let gate = open_sale(&gates, 1, 0);
+        let (begin, end) = (gate.window.begin, gate.window.end);
+        assert!(matches!(gate.admit(begin - TimeDelta::seconds(1)), Err(SeckillError::NotStarted)));
+        assert!(matches!(gate.admit(end), Err(SeckillError::Ended)), "the end itself is outside");
+        assert!(matches!(gate.admit(now()), Err(SeckillError::SoldOut)), "a stock of 0 is sold out at once");
+        let on_sale = open_sale(&gates, 2, 5);
+        assert!(on_sale.admit(on_sale.window.begin).is_ok(), "the beginning itself is inside");
+    }
+
+    #[test]
+    fn the_queue_refuses_past_its_bound_and_frees_a_place_when_one_leaves() {
+        let gates = VoucherGates::new(1, 2);
+        let gate = open_sale(&gates, 1, 10);
+        let first = gate.queue_slot().expect("a place");
+        let _second = gate.queue_slot().expect("a place");
+        assert!(matches!(gate.queue_slot(), Err(SeckillError::Unavailable(_))));
+        drop(first);
+        assert!(gate.queue_slot().is_ok(), "a place came free");
+    }
+
+    #[test]
+    fn the_stock_route_and_returned_units_flip_the_sold_out_flag_at_once() {
+        let gates = VoucherGates::new(8, 16);
+        let gate = open_sale(&gates, 1, 3);
+        gates.stock_set(1, 0);
+        assert!(gate.is_sold_out());
+        gates.units_returned(1);
+        assert!(!gate.is_sold_out());
+        gate.mark_sold_out();
+        gates.stock_set(1, 4);
+        assert!(!gate.is_sold_out());
+        gates.units_returned(99);
+        gates.stock_set(99, 1);
+    }
+
+    #[test]
+    fn a_sold_out_voucher_is_read_again_by_one_caller_once_a_second_has_passed() {
+        let gates = VoucherGates::new(8, 16);
+        let gate = open_sale(&gates, 1, 0);
+        assert!(!gate.recheck_due(), "MariaDB said 0 a moment ago");
+        // As if MariaDB said 0 longer ago than the recheck interval.
+        std::thread::sleep(super::SOLD_OUT_RECHECK + Duration::from_millis(5));
+        gate.sold_out_seen_ms.store(0, Ordering::Release);
+        assert!(gate.recheck_due(), "the first caller reads the stock again");
+        assert!(!gate.recheck_due(), "only one caller at a time");
+        gate.recheck_done(None);
+        assert!(gate.is_sold_out() && !gate.recheck_due(), "no answer: again in a second, not now");
+        gate.sold_out_seen_ms.store(0, Ordering::Release);
+        assert!(gate.recheck_due());
+        gate.recheck_done(Some(2));
+        assert!(!gate.is_sold_out(), "stock came back: sells again");
+        assert!(!gate.recheck_due());
+    }
+
+    #[test]
+    fn the_gates_stay_bounded_and_the_ended_sales_leave_first() {
+        let gates = VoucherGates::new(1, 1);
+        let ended = SaleWindow { begin: now() - TimeDelta::days(2), end: now() - TimeDelta::days(1) };
+        gates.insert(0, ended, 1);
+        for voucher in 1..=super::GATES_MAX as u64 + 10 {
+            open_sale(&gates, voucher, 1);
+        }
+        let held = gates.gates.lock().unwrap();
+        assert!(held.len() <= super::GATES_MAX);
+        assert!(!held.contains_key(&0), "the ended sale left first");
+    }
+}

@@ -256,14 +256,7 @@ async fn commit_group(committer: &GroupCommitter, gate: &Gate, voucher_id: u64, 
                 committer.stats.groups.fetch_add(1, Relaxed);
                 committer.stats.committed.fetch_add(winners.len() as u64, Relaxed);
                 for (i, member) in group_taken.into_iter().enumerate() {
-                    let answer = if winners.contains(&i) {
-                        Ok(())
-                    } else if let Some(&held) = duplicates.get(&i) {
-                        Err(SeckillError::DuplicateOrder(held))
-                    } else {
-                        Err(SeckillError::SoldOut)
-                    };
-                    let _ = member.reply.send(answer);
+                    let _ = member.reply.send(committed_answer(i, &winners, &duplicates));
                 }
                 return;
             }
@@ -289,20 +282,8 @@ async fn commit_group(committer: &GroupCommitter, gate: &Gate, voucher_id: u64, 
                     committer.stats.groups.fetch_add(1, Relaxed);
                     committer.stats.committed.fetch_add(order_ids.len() as u64, Relaxed);
                 }
-                let unavailable = matches!(settled, Err(SeckillError::Unavailable(_)));
                 for member in group_taken {
-                    let answer = if settled.is_ok() && order_ids.contains(&member.order_id) {
-                        Ok(())
-                    } else if settled.is_ok() {
-                        // Not in the committed orders: a duplicate or sold
-                        // out, which a retry of the request tells.
-                        Err(SeckillError::unavailable("the group's answer was lost"))
-                    } else if unavailable {
-                        Err(SeckillError::unavailable("the group's commit failed or is unknown"))
-                    } else {
-                        Err(SeckillError::internal(anyhow::anyhow!("the group's commit failed")))
-                    };
-                    let _ = member.reply.send(answer);
+                    let _ = member.reply.send(lost_commit_answer(&settled, &order_ids, member.order_id));
                 }
                 return;
             }
@@ -399,21 +380,8 @@ async fn prepare_group(db: &MySqlPool, voucher_id: u64, group: &[Member]) -> Res
     let users: Vec<u64> = group.iter().map(|m| m.user_id).collect();
     let holding = store::held_orders(&mut *tx, voucher_id, &users).await?;
 
-    // In arrival order; a user twice in one group (impossible under the
-    // per-user lock) would be a duplicate the second time.
-    let mut seen = HashSet::new();
-    let (mut candidates, mut duplicates) = (Vec::new(), HashMap::new());
-    for (i, m) in group.iter().enumerate() {
-        if let Some(&held) = holding.get(&m.user_id) {
-            duplicates.insert(i, Some(held));
-        } else if !seen.insert(m.user_id) {
-            duplicates.insert(i, None);
-        } else {
-            candidates.push(i);
-        }
-    }
-    let take = candidates.len().min(usize::try_from(stock.max(0)).unwrap_or(0));
-    let winners: Vec<usize> = candidates[..take].to_vec();
+    let Choice { winners, duplicates } = choose(&users, &holding, stock);
+    let take = winners.len();
     if !winners.is_empty() {
         if !store::take_stock(&mut *tx, voucher_id, take as u64).await? {
             return Err(GroupError::Other(sqlx::Error::Protocol(format!(
@@ -434,8 +402,118 @@ async fn prepare_group(db: &MySqlPool, voucher_id: u64, group: &[Member]) -> Res
     Ok(Some(Prepared { tx, winners, duplicates, stock_left: i64::from(stock) - take as i64 }))
 }
 
+/// Who of a group wins, by index: in arrival order, while `stock` lasts,
+/// every user who holds no live order of the voucher; the others are
+/// duplicates (with the order they hold), and the rest are sold out.
+struct Choice {
+    winners: Vec<usize>,
+    duplicates: HashMap<usize, Option<i64>>,
+}
+
+fn choose(users: &[u64], holding: &HashMap<u64, i64>, stock: i32) -> Choice {
+    // A user twice in one group (impossible under the per-user lock) would
+    // be a duplicate the second time.
+    let mut seen = HashSet::new();
+    let (mut candidates, mut duplicates) = (Vec::new(), HashMap::new());
+    for (i, user) in users.iter().enumerate() {
+        if let Some(&held) = holding.get(user) {
+            duplicates.insert(i, Some(held));
+        } else if !seen.insert(*user) {
+            duplicates.insert(i, None);
+        } else {
+            candidates.push(i);
+        }
+    }
+    candidates.truncate(usize::try_from(stock.max(0)).unwrap_or(0));
+    Choice { winners: candidates, duplicates }
+}
+
+/// The answer of member `i` of a committed group.
+fn committed_answer(i: usize, winners: &HashSet<usize>, duplicates: &HashMap<usize, Option<i64>>) -> SeckillResult<()> {
+    if winners.contains(&i) {
+        Ok(())
+    } else if let Some(&held) = duplicates.get(&i) {
+        Err(SeckillError::DuplicateOrder(held))
+    } else {
+        Err(SeckillError::SoldOut)
+    }
+}
+
+/// The answer of an order of a group whose `COMMIT` answer was lost, once
+/// the lookup `settled` it: placed if its id is among the orders found
+/// committed; otherwise never a refusal the order may not deserve.
+fn lost_commit_answer(settled: &SeckillResult<()>, committed: &[i64], order_id: i64) -> SeckillResult<()> {
+    match settled {
+        Ok(()) if committed.contains(&order_id) => Ok(()),
+        // Not in the committed orders: a duplicate or sold out, which a
+        // retry of the request tells.
+        Ok(()) => Err(SeckillError::unavailable("the group's answer was lost")),
+        Err(SeckillError::Unavailable(_)) => Err(SeckillError::unavailable("the group's commit failed or is unknown")),
+        Err(_) => Err(SeckillError::internal(anyhow::anyhow!("the group's commit failed"))),
+    }
+}
+
 /// The design card's transaction for one member of a refused group.
 async fn one_by_one(db: &MySqlPool, gate: &Gate, voucher_id: u64, member: &Member) -> SeckillResult<()> {
     let reservation = reserve(db, member.user_id, voucher_id, member.order_id).await;
     commit_reservation(db, gate, member.order_id, &member.lost, reservation).await
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::{HashMap, HashSet};
+
+    use super::{choose, committed_answer, lost_commit_answer};
+    use crate::seckill::error::SeckillError;
+
+    #[test]
+    fn the_first_users_in_arrival_order_win_while_the_stock_lasts() {
+        let choice = choose(&[10, 11, 12, 13], &HashMap::new(), 2);
+        assert_eq!(choice.winners, vec![0, 1]);
+        assert!(choice.duplicates.is_empty());
+    }
+
+    #[test]
+    fn a_user_holding_an_order_is_a_duplicate_naming_it_and_takes_no_unit() {
+        let holding = HashMap::from([(11, 900)]);
+        let choice = choose(&[10, 11, 12], &holding, 2);
+        assert_eq!(choice.winners, vec![0, 2], "the holder's unit goes to the next user");
+        assert_eq!(choice.duplicates, HashMap::from([(1, Some(900))]));
+    }
+
+    #[test]
+    fn a_user_twice_in_one_group_wins_once() {
+        let choice = choose(&[10, 10, 11], &HashMap::new(), 5);
+        assert_eq!(choice.winners, vec![0, 2]);
+        assert_eq!(choice.duplicates, HashMap::from([(1, None)]));
+    }
+
+    #[test]
+    fn no_stock_or_a_negative_one_lets_nobody_win() {
+        assert!(choose(&[10, 11], &HashMap::new(), 0).winners.is_empty());
+        assert!(choose(&[10, 11], &HashMap::new(), -3).winners.is_empty());
+    }
+
+    #[test]
+    fn a_committed_group_answers_winners_duplicates_and_the_sold_out() {
+        let winners = HashSet::from([0]);
+        let duplicates = HashMap::from([(1, Some(77))]);
+        assert!(committed_answer(0, &winners, &duplicates).is_ok());
+        assert!(matches!(committed_answer(1, &winners, &duplicates), Err(SeckillError::DuplicateOrder(Some(77)))));
+        assert!(matches!(committed_answer(2, &winners, &duplicates), Err(SeckillError::SoldOut)));
+    }
+
+    #[test]
+    fn a_lost_commit_answers_placed_only_for_the_orders_found_committed() {
+        let found = Ok(());
+        assert!(lost_commit_answer(&found, &[5, 6], 5).is_ok());
+        assert!(
+            matches!(lost_commit_answer(&found, &[5, 6], 7), Err(SeckillError::Unavailable(_))),
+            "an order not found committed is never told sold out or duplicate: a retry tells"
+        );
+        let unknown = Err(SeckillError::unavailable("MariaDB is gone"));
+        assert!(matches!(lost_commit_answer(&unknown, &[5], 5), Err(SeckillError::Unavailable(_))));
+        let broken = Err(SeckillError::internal(anyhow::anyhow!("a bug")));
+        assert!(matches!(lost_commit_answer(&broken, &[5], 5), Err(SeckillError::Internal(_))));
+    }
 }
