@@ -1,4 +1,4 @@
-//! The order after the sale, black-box in both modes: pay, cancel, refund,
+//! The order after the sale, black-box on every order path: pay, cancel, refund,
 //! the shop's redemption, the unpaid timeout that gives the unit back, and
 //! buying again after a cancel; then the tables (and Redis) are audited.
 
@@ -6,14 +6,13 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{ADMIN_KEY, TestApp, expect_error, expect_ok, tally};
+use common::{ADMIN_KEY, OrderPath, TestApp, expect_error, expect_ok, tally};
 use hmdp::{config::SeckillMode, seckill::Reconciliation};
 use reqwest::{Response, StatusCode};
 use serde_json::{Value, json};
 
-async fn app(mode: SeckillMode, pay_timeout_s: u64) -> TestApp {
-    TestApp::spawn_with(|c| {
-        c.seckill.mode = mode;
+async fn app(path: OrderPath, pay_timeout_s: u64) -> TestApp {
+    TestApp::spawn_on_with(path, |c| {
         c.seckill.order_pay_timeout_s = pay_timeout_s;
         c.seckill.async_claim_idle_ms = 300;
     })
@@ -76,23 +75,29 @@ async fn reconcile(app: &TestApp, voucher: u64) -> Reconciliation {
 
 /// Stock + live orders = initial; in the asynchronous mode Redis agrees
 /// once drained.
-async fn audit(app: &TestApp, mode: SeckillMode, voucher: u64, initial: i64) {
-    assert_eq!(app.stock_of(voucher).await + live_orders(app, voucher).await, initial, "{mode:?}");
-    if mode == SeckillMode::Async {
+async fn audit(app: &TestApp, path: OrderPath, voucher: u64, initial: i64) {
+    assert_eq!(app.stock_of(voucher).await + live_orders(app, voucher).await, initial, "{path:?}");
+    if path.is_async() {
         let started = Instant::now();
         loop {
             let report = reconcile(app, voucher).await;
             if report.agrees() {
                 break;
             }
-            assert!(started.elapsed() < Duration::from_secs(10), "{mode:?}: {}", report.render());
+            assert!(started.elapsed() < Duration::from_secs(10), "{path:?}: {}", report.render());
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     }
 }
 
-async fn the_owner_pays_refunds_and_the_shop_redeems(mode: SeckillMode) {
-    let app = app(mode, 900).await;
+on_every_path!(
+    the_owner_pays_refunds_and_the_shop_redeems,
+    a_cancel_gives_the_unit_back_and_the_user_buys_again,
+    unpaid_orders_time_out_and_a_second_wave_buys_their_units,
+);
+
+async fn the_owner_pays_refunds_and_the_shop_redeems(path: OrderPath) {
+    let app = app(path, 900).await;
     let voucher = app.open_seckill(5).await;
     let users = app.seed_users(3).await;
     let (owner, other) = (users[0].1.as_str(), users[1].1.as_str());
@@ -131,21 +136,11 @@ async fn the_owner_pays_refunds_and_the_shop_redeems(mode: SeckillMode) {
     expect_error(act(&app, &again, "refund", owner, None).await, StatusCode::CONFLICT, "ORDER_STATE").await;
     let no_key = app.client.post(app.url(&format!("/voucher-order/{again}/use"))).send().await.unwrap();
     expect_error(no_key, StatusCode::FORBIDDEN, "FORBIDDEN").await;
-    audit(&app, mode, voucher, 5).await;
+    audit(&app, path, voucher, 5).await;
 }
 
-#[tokio::test]
-async fn the_owner_pays_and_refunds_and_the_shop_redeems_sync() {
-    the_owner_pays_refunds_and_the_shop_redeems(SeckillMode::Sync).await;
-}
-
-#[tokio::test]
-async fn the_owner_pays_and_refunds_and_the_shop_redeems_async() {
-    the_owner_pays_refunds_and_the_shop_redeems(SeckillMode::Async).await;
-}
-
-async fn a_cancel_gives_the_unit_back_and_the_user_buys_again(mode: SeckillMode) {
-    let app = app(mode, 900).await;
+async fn a_cancel_gives_the_unit_back_and_the_user_buys_again(path: OrderPath) {
+    let app = app(path, 900).await;
     let voucher = app.open_seckill(1).await;
     let users = app.seed_users(2).await;
     let (owner, other) = (users[0].1.as_str(), users[1].1.as_str());
@@ -157,7 +152,7 @@ async fn a_cancel_gives_the_unit_back_and_the_user_buys_again(mode: SeckillMode)
     assert_eq!(cancelled["data"]["statusName"], "CANCELLED");
     expect_ok(act(&app, &order, "cancel", owner, None).await).await;
     expect_error(pay(&app, &order, owner, 1).await, StatusCode::CONFLICT, "ORDER_STATE").await;
-    assert_eq!(app.stock_of(voucher).await, 1, "{mode:?}: the unit is back");
+    assert_eq!(app.stock_of(voucher).await, 1, "{path:?}: the unit is back");
 
     // The owner buys again, and the one unit is sold once.
     let again = bought(&app, voucher, owner).await;
@@ -165,25 +160,15 @@ async fn a_cancel_gives_the_unit_back_and_the_user_buys_again(mode: SeckillMode)
     expect_error(app.order(voucher, other).await, StatusCode::CONFLICT, "SOLD_OUT").await;
     let mine = expect_ok(app.get("/voucher-order/mine", Some(owner)).await).await;
     assert_eq!(mine["total"], 2, "{mine}");
-    audit(&app, mode, voucher, 1).await;
-}
-
-#[tokio::test]
-async fn a_cancel_gives_the_unit_back_and_the_user_buys_again_sync() {
-    a_cancel_gives_the_unit_back_and_the_user_buys_again(SeckillMode::Sync).await;
-}
-
-#[tokio::test]
-async fn a_cancel_gives_the_unit_back_and_the_user_buys_again_async() {
-    a_cancel_gives_the_unit_back_and_the_user_buys_again(SeckillMode::Async).await;
+    audit(&app, path, voucher, 1).await;
 }
 
 /// Unpaid orders past their deadline are cancelled by the sweep and their
 /// units sold to a second wave; a payment that races the deadline either
 /// wins (200, paid) or loses (ORDER_EXPIRED, cancelled), never both, never
 /// neither.
-async fn unpaid_orders_time_out_and_a_second_wave_buys_their_units(mode: SeckillMode) {
-    let app = app(mode, 2).await;
+async fn unpaid_orders_time_out_and_a_second_wave_buys_their_units(path: OrderPath) {
+    let app = app(path, 2).await;
     let peer = app.spawn_peer(|_| {}).await;
     let voucher = app.open_seckill(12).await;
     let users = app.seed_users(24).await;
@@ -216,9 +201,9 @@ async fn unpaid_orders_time_out_and_a_second_wave_buys_their_units(mode: Seckill
             .await
             .unwrap();
         if won {
-            assert_eq!(status, 2, "{mode:?}: told paid, and paid");
+            assert_eq!(status, 2, "{path:?}: told paid, and paid");
         } else {
-            assert!(status == 1 || status == 4, "{mode:?}: told expired, and not paid ({status})");
+            assert!(status == 1 || status == 4, "{path:?}: told expired, and not paid ({status})");
         }
     }
 
@@ -226,7 +211,7 @@ async fn unpaid_orders_time_out_and_a_second_wave_buys_their_units(mode: Seckill
     let expected_back = 8 - paid_late;
     let started = Instant::now();
     while app.stock_of(voucher).await != expected_back {
-        assert!(started.elapsed() < Duration::from_secs(6), "{mode:?}: stock {}", app.stock_of(voucher).await);
+        assert!(started.elapsed() < Duration::from_secs(6), "{path:?}: stock {}", app.stock_of(voucher).await);
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let shown = expect_ok(app.get(&format!("/voucher-order/{}", orders[11]), Some(tokens[11])).await).await;
@@ -239,18 +224,8 @@ async fn unpaid_orders_time_out_and_a_second_wave_buys_their_units(mode: Seckill
     tokio::time::sleep(Duration::from_millis(1_200)).await;
     let second = app.order_all(voucher, &tokens[12..]).await;
     let counts = tally(&second);
-    assert_eq!(counts.get("OK").copied().unwrap_or(0) as i64, expected_back, "{mode:?}: {counts:?}");
-    audit(&app, mode, voucher, 12).await;
-}
-
-#[tokio::test]
-async fn unpaid_orders_time_out_and_a_second_wave_buys_their_units_sync() {
-    unpaid_orders_time_out_and_a_second_wave_buys_their_units(SeckillMode::Sync).await;
-}
-
-#[tokio::test]
-async fn unpaid_orders_time_out_and_a_second_wave_buys_their_units_async() {
-    unpaid_orders_time_out_and_a_second_wave_buys_their_units(SeckillMode::Async).await;
+    assert_eq!(counts.get("OK").copied().unwrap_or(0) as i64, expected_back, "{path:?}: {counts:?}");
+    audit(&app, path, voucher, 12).await;
 }
 
 /// Asynchronous mode: Redis's connection drops as a committed cancel tells
@@ -295,7 +270,7 @@ async fn a_unit_returned_while_redis_is_away_reaches_redis_once_it_is_back() {
 /// comes back in MariaDB and Redis, and its buyer may buy again.
 #[tokio::test]
 async fn an_order_still_pending_at_its_deadline_is_cancelled_once_it_lands() {
-    let app = app(SeckillMode::Async, 2).await;
+    let app = app(OrderPath::Async, 2).await;
     let voucher = app.open_seckill(1).await;
     let users = app.seed_users(1).await;
     let token = users[0].1.as_str();
@@ -321,7 +296,7 @@ async fn an_order_still_pending_at_its_deadline_is_cancelled_once_it_lands() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     expect_error(pay(&app, &order, token, 1).await, StatusCode::CONFLICT, "ORDER_EXPIRED").await;
-    audit(&app, SeckillMode::Async, voucher, 1).await;
+    audit(&app, OrderPath::Async, voucher, 1).await;
     assert_eq!(app.stock_of(voucher).await, 1);
     bought(&app, voucher, token).await;
 }

@@ -1,124 +1,25 @@
-//! The synchronous seckill through the HTTP API, audited in the tables.
+//! What only the synchronous seckill does (the per-user lock, the order's
+//! transaction, group commit) through the HTTP API, audited in the tables.
+//! What every path does is in `orders.rs`.
 
 mod common;
 
-use chrono::{Duration as ChronoDuration, Utc};
-use common::{TestApp, expect_error, expect_ok, tally};
+use common::{OrderPath, TestApp, expect_error, expect_ok, tally};
 use redis::AsyncCommands;
 use reqwest::StatusCode;
 
-#[tokio::test]
-async fn three_hundred_users_racing_for_a_hundred_get_exactly_a_hundred_orders() {
-    let app = TestApp::spawn().await;
-    let voucher = app.open_seckill(100).await;
-    let users = app.seed_users(300).await;
+on_both_sync_paths!(
+    after_a_successful_order_the_lock_key_is_gone,
+    a_second_request_while_the_lock_is_held_gets_429,
+    a_failure_inside_the_transaction_leaves_the_stock_and_frees_the_lock,
+    the_unique_index_has_the_last_word_when_the_check_is_bypassed,
+    an_order_whose_lock_is_lost_mid_transaction_rolls_back,
+    a_graceful_shutdown_finishes_the_order_in_flight,
+    stock_added_after_a_sell_out_sells_again_within_seconds,
+);
 
-    let tokens: Vec<&str> = users.iter().map(|(_, token)| token.as_str()).collect();
-    let outcomes = tally(&app.order_all(voucher, &tokens).await);
-
-    assert_eq!(outcomes.get("OK"), Some(&100), "{outcomes:?}");
-    assert_eq!(outcomes.get("SOLD_OUT"), Some(&200), "{outcomes:?}");
-    assert_eq!(outcomes.len(), 2, "nothing else: {outcomes:?}");
-    assert_eq!(app.stock_of(voucher).await, 0);
-    assert_eq!(app.orders_of(voucher).await, (100, 100), "(orders, distinct users)");
-}
-
-#[tokio::test]
-async fn one_user_firing_fifty_concurrent_orders_gets_exactly_one() {
-    let app = TestApp::spawn().await;
-    let voucher = app.open_seckill(100).await;
-    let (_, token) = app.seed_users(1).await.remove(0);
-
-    let outcomes = tally(&app.order_all(voucher, &vec![token; 50]).await);
-
-    assert_eq!(outcomes.get("OK"), Some(&1), "{outcomes:?}");
-    let refused = outcomes.get("TOO_MANY_REQUESTS").unwrap_or(&0) + outcomes.get("DUPLICATE_ORDER").unwrap_or(&0);
-    assert_eq!(refused, 49, "{outcomes:?}");
-    assert_eq!(app.orders_of(voucher).await, (1, 1));
-    assert_eq!(app.stock_of(voucher).await, 99);
-}
-
-#[tokio::test]
-async fn a_user_who_already_ordered_gets_duplicate_order_later() {
-    let app = TestApp::spawn().await;
-    let voucher = app.open_seckill(10).await;
-    let (user_id, token) = app.seed_users(1).await.remove(0);
-
-    let first = expect_ok(app.order(voucher, &token).await).await;
-    let order_id = first["data"].as_str().unwrap().to_owned();
-    expect_error(app.order(voucher, &token).await, StatusCode::CONFLICT, "DUPLICATE_ORDER").await;
-    assert_eq!(app.stock_of(voucher).await, 9, "the refused order took no stock");
-
-    // The order as its owner sees it.
-    let shown = expect_ok(app.get(&format!("/voucher-order/{order_id}"), Some(&token)).await).await;
-    assert_eq!(shown["data"]["id"], order_id.as_str(), "ids are strings");
-    assert_eq!(shown["data"]["userId"], user_id);
-    assert_eq!(shown["data"]["voucherId"], voucher);
-    let created = shown["data"]["createTime"].as_str().unwrap();
-    assert!(chrono::DateTime::parse_from_rfc3339(created).is_ok() && created.ends_with("+00:00"), "{created}");
-}
-
-#[tokio::test]
-async fn an_order_is_visible_to_its_owner_only() {
-    let app = TestApp::spawn().await;
-    let voucher = app.open_seckill(10).await;
-    let users = app.seed_users(2).await;
-    let placed = expect_ok(app.order(voucher, &users[0].1).await).await;
-    let path = format!("/voucher-order/{}", placed["data"].as_str().unwrap());
-
-    expect_ok(app.get(&path, Some(&users[0].1)).await).await;
-    expect_error(app.get(&path, Some(&users[1].1)).await, StatusCode::NOT_FOUND, "NOT_FOUND").await;
-    expect_error(app.get("/voucher-order/123456789", Some(&users[0].1)).await, StatusCode::NOT_FOUND, "NOT_FOUND")
-        .await;
-    expect_error(
-        app.get("/voucher-order/not-a-number", Some(&users[0].1)).await,
-        StatusCode::BAD_REQUEST,
-        "VALIDATION",
-    )
-    .await;
-    expect_error(app.get(&path, None).await, StatusCode::UNAUTHORIZED, "UNAUTHORIZED").await;
-}
-
-#[tokio::test]
-async fn orders_outside_the_window_or_for_unknown_vouchers_are_refused() {
-    let app = TestApp::spawn().await;
-    let now = Utc::now();
-    let future = app.create_seckill(10, now + ChronoDuration::hours(1), now + ChronoDuration::hours(2)).await;
-    let past = app.create_seckill(10, now - ChronoDuration::hours(2), now - ChronoDuration::hours(1)).await;
-    let (_, token) = app.seed_users(1).await.remove(0);
-
-    expect_error(app.order(future, &token).await, StatusCode::CONFLICT, "NOT_STARTED").await;
-    expect_error(app.order(past, &token).await, StatusCode::CONFLICT, "ENDED").await;
-    expect_error(app.order(999_999, &token).await, StatusCode::NOT_FOUND, "NOT_FOUND").await;
-    expect_error(app.post("/voucher-order/seckill/abc", Some(&token)).await, StatusCode::BAD_REQUEST, "VALIDATION")
-        .await;
-    expect_error(app.order(future, "no-such-token").await, StatusCode::UNAUTHORIZED, "UNAUTHORIZED").await;
-    expect_error(
-        app.post(&format!("/voucher-order/seckill/{future}"), None).await,
-        StatusCode::UNAUTHORIZED,
-        "UNAUTHORIZED",
-    )
-    .await;
-    assert_eq!(app.stock_of(future).await, 10);
-    assert_eq!(app.stock_of(past).await, 10);
-}
-
-#[tokio::test]
-async fn a_sold_out_voucher_answers_sold_out() {
-    let app = TestApp::spawn().await;
-    let voucher = app.open_seckill(1).await;
-    let users = app.seed_users(3).await;
-    expect_ok(app.order(voucher, &users[0].1).await).await;
-    expect_error(app.order(voucher, &users[1].1).await, StatusCode::CONFLICT, "SOLD_OUT").await;
-    expect_error(app.order(voucher, &users[2].1).await, StatusCode::CONFLICT, "SOLD_OUT").await;
-    let zero = app.open_seckill(0).await;
-    expect_error(app.order(zero, &users[1].1).await, StatusCode::CONFLICT, "SOLD_OUT").await;
-    assert_eq!(app.orders_of(voucher).await, (1, 1));
-}
-
-#[tokio::test]
-async fn after_a_successful_order_the_lock_key_is_gone() {
-    let app = TestApp::spawn().await;
+async fn after_a_successful_order_the_lock_key_is_gone(path: OrderPath) {
+    let app = TestApp::spawn_on(path).await;
     let voucher = app.open_seckill(5).await;
     let (user_id, token) = app.seed_users(1).await.remove(0);
     expect_ok(app.order(voucher, &token).await).await;
@@ -127,9 +28,8 @@ async fn after_a_successful_order_the_lock_key_is_gone() {
     assert!(app.state.seckill.locks().metrics().acquired >= 1, "the order went through the lock");
 }
 
-#[tokio::test]
-async fn a_second_request_while_the_lock_is_held_gets_429() {
-    let app = TestApp::spawn().await;
+async fn a_second_request_while_the_lock_is_held_gets_429(path: OrderPath) {
+    let app = TestApp::spawn_on(path).await;
     let voucher = app.open_seckill(5).await;
     let (user_id, token) = app.seed_users(1).await.remove(0);
     // Another instance (another owner) holds this user's lock.
@@ -144,9 +44,8 @@ async fn a_second_request_while_the_lock_is_held_gets_429() {
     expect_ok(app.order(voucher, &token).await).await;
 }
 
-#[tokio::test]
-async fn a_failure_inside_the_transaction_leaves_the_stock_and_frees_the_lock() {
-    let app = TestApp::spawn().await;
+async fn a_failure_inside_the_transaction_leaves_the_stock_and_frees_the_lock(path: OrderPath) {
+    let app = TestApp::spawn_on(path).await;
     let voucher = app.open_seckill(5).await;
     let (user_id, token) = app.seed_users(1).await.remove(0);
     // Make the order insert fail after the stock update ran.
@@ -170,9 +69,8 @@ async fn a_failure_inside_the_transaction_leaves_the_stock_and_frees_the_lock() 
     assert_eq!(app.stock_of(voucher).await, 4);
 }
 
-#[tokio::test]
-async fn the_unique_index_has_the_last_word_when_the_check_is_bypassed() {
-    let app = TestApp::spawn().await;
+async fn the_unique_index_has_the_last_word_when_the_check_is_bypassed(path: OrderPath) {
+    let app = TestApp::spawn_on(path).await;
     let voucher = app.open_seckill(5).await;
     let (user_id, token) = app.seed_users(1).await.remove(0);
     // A trigger on the stock update inserts the same (user, voucher) order
@@ -189,9 +87,8 @@ async fn the_unique_index_has_the_last_word_when_the_check_is_bypassed() {
     assert_eq!(app.stock_of(voucher).await, 5, "the whole transaction rolled back");
 }
 
-#[tokio::test]
-async fn an_order_whose_lock_is_lost_mid_transaction_rolls_back() {
-    let app = TestApp::spawn_with(|c| c.seckill.lock_watchdog_ttl_ms = 300).await;
+async fn an_order_whose_lock_is_lost_mid_transaction_rolls_back(path: OrderPath) {
+    let app = TestApp::spawn_on_with(path, |c| c.seckill.lock_watchdog_ttl_ms = 300).await;
     let voucher = app.open_seckill(5).await;
     let (user_id, token) = app.seed_users(1).await.remove(0);
     let blocker = app.hold_stock_row(voucher).await;
@@ -225,9 +122,8 @@ async fn an_order_whose_lock_is_lost_mid_transaction_rolls_back() {
     expect_ok(app.order(voucher, &token).await).await;
 }
 
-#[tokio::test]
-async fn a_graceful_shutdown_finishes_the_order_in_flight() {
-    let mut app = TestApp::spawn().await;
+async fn a_graceful_shutdown_finishes_the_order_in_flight(path: OrderPath) {
+    let mut app = TestApp::spawn_on(path).await;
     let voucher = app.open_seckill(5).await;
     let (_, token) = app.seed_users(1).await.remove(0);
     let blocker = app.hold_stock_row(voucher).await;
@@ -263,9 +159,8 @@ async fn grouping_app(adjust: impl FnOnce(&mut hmdp::Config)) -> TestApp {
     .await
 }
 
-#[tokio::test]
-async fn stock_added_after_a_sell_out_sells_again_within_seconds() {
-    let app = TestApp::spawn().await;
+async fn stock_added_after_a_sell_out_sells_again_within_seconds(path: OrderPath) {
+    let app = TestApp::spawn_on(path).await;
     let voucher = app.open_seckill(1).await;
     let users = app.seed_users(4).await;
     expect_ok(app.order(voucher, &users[0].1).await).await;
@@ -385,36 +280,6 @@ async fn a_group_with_a_duplicate_a_lost_lock_and_a_refused_row_commits_only_the
     assert!(!holders.contains(&lost.0) && !holders.contains(&refused.0), "{holders:?}");
 }
 
-#[tokio::test]
-async fn a_duplicate_answer_names_the_order_held_and_mine_lists_the_orders_newest_first() {
-    let app = TestApp::spawn().await;
-    let vouchers = [app.open_seckill(5).await, app.open_seckill(5).await, app.open_seckill(5).await];
-    let (_, token) = app.seed_users(1).await.remove(0);
-    let mut placed = Vec::new();
-    for voucher in vouchers {
-        placed.push(expect_ok(app.order(voucher, &token).await).await["data"].as_str().unwrap().to_owned());
-    }
-    let again = expect_error(app.order(vouchers[1], &token).await, StatusCode::CONFLICT, "DUPLICATE_ORDER").await;
-    assert_eq!(again["data"], placed[1].as_str(), "the order held: {again}");
-
-    let page = expect_ok(app.get("/voucher-order/mine?page=1&pageSize=2", Some(&token)).await).await;
-    assert_eq!(page["total"], 3);
-    let ids: Vec<&str> = page["data"].as_array().unwrap().iter().map(|o| o["id"].as_str().unwrap()).collect();
-    assert_eq!(ids, [placed[2].as_str(), placed[1].as_str()], "newest first");
-    let rest = expect_ok(app.get("/voucher-order/mine?page=2&pageSize=2", Some(&token)).await).await;
-    assert_eq!(rest["data"][0]["id"], placed[0].as_str());
-    assert_eq!(rest["data"].as_array().unwrap().len(), 1);
-    for bad in ["?page=0", "?pageSize=101", "?page=x", "?size=3"] {
-        expect_error(
-            app.get(&format!("/voucher-order/mine{bad}"), Some(&token)).await,
-            StatusCode::BAD_REQUEST,
-            "VALIDATION",
-        )
-        .await;
-    }
-    expect_error(app.get("/voucher-order/mine", None).await, StatusCode::UNAUTHORIZED, "UNAUTHORIZED").await;
-}
-
 /// The connection to MariaDB dies right after it carried the order's
 /// COMMIT: MariaDB committed, the app never heard so.
 async fn a_lost_commit_answer_is_looked_up(batch: usize) {
@@ -506,16 +371,6 @@ async fn beyond_the_queue_bound_orders_are_refused_at_once() {
     assert_eq!(counts.get("OK"), Some(&2), "two fit the queue: {counts:?}");
     assert_eq!(counts.get("UNAVAILABLE"), Some(&4), "{counts:?}");
     assert_eq!(app.orders_of(voucher).await, (2, 2));
-}
-
-#[tokio::test]
-async fn an_unknown_voucher_is_remembered_so_a_flood_of_it_does_not_reach_mariadb() {
-    let app = TestApp::spawn().await;
-    let (_, token) = app.seed_users(1).await.remove(0);
-    expect_error(app.order(424_242, &token).await, StatusCode::NOT_FOUND, "NOT_FOUND").await;
-    // With MariaDB gone, only the memory can answer.
-    app.db.close().await;
-    expect_error(app.order(424_242, &token).await, StatusCode::NOT_FOUND, "NOT_FOUND").await;
 }
 
 /// Seen in review: an order of a group whose COMMIT MariaDB does not answer

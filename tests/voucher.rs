@@ -2,13 +2,19 @@
 
 mod common;
 
+use common::OrderPath;
 use common::{ADMIN_KEY, TestApp, expect_error, expect_ok, seckill_body};
-use hmdp::config::SeckillMode;
 use reqwest::StatusCode;
 use serde_json::json;
 
 const BEGIN: &str = "2026-11-22T10:00:00+08:00";
 const END: &str = "2026-11-22T12:00:00+08:00";
+
+on_every_path!(
+    an_off_shelf_voucher_does_not_sell_until_it_is_back_on_the_shelf,
+    a_seckill_voucher_created_off_the_shelf_does_not_sell,
+    the_stock_route_puts_a_sold_out_voucher_back_on_sale,
+);
 
 #[tokio::test]
 async fn admin_routes_need_the_right_key() {
@@ -162,8 +168,8 @@ async fn listed(app: &TestApp, voucher: u64) -> bool {
 
 /// Off the shelf stops the sale, on again resumes it; the units sold before
 /// stay sold.
-async fn off_the_shelf_stops_the_sale(mode: SeckillMode) {
-    let app = TestApp::spawn_with(|c| c.seckill.mode = mode).await;
+async fn an_off_shelf_voucher_does_not_sell_until_it_is_back_on_the_shelf(path: OrderPath) {
+    let app = TestApp::spawn_on(path).await;
     let voucher = app.open_seckill(5).await;
     let users = app.seed_users(3).await;
     expect_ok(app.order(voucher, &users[0].1).await).await;
@@ -180,36 +186,23 @@ async fn off_the_shelf_stops_the_sale(mode: SeckillMode) {
     expect_ok(app.order(voucher, &users[1].1).await).await;
 }
 
-#[tokio::test]
-async fn an_off_shelf_voucher_does_not_sell_until_it_is_back_on_the_shelf_sync() {
-    off_the_shelf_stops_the_sale(SeckillMode::Sync).await;
-}
-
-#[tokio::test]
-async fn an_off_shelf_voucher_does_not_sell_until_it_is_back_on_the_shelf_async() {
-    off_the_shelf_stops_the_sale(SeckillMode::Async).await;
-}
-
 /// Seen: a seckill voucher created with `"status": 2` was not listed, yet
 /// sold (only its sale row was read).
-#[tokio::test]
-async fn a_seckill_voucher_created_off_the_shelf_does_not_sell_in_either_mode() {
-    for mode in [SeckillMode::Sync, SeckillMode::Async] {
-        let app = TestApp::spawn_with(|c| c.seckill.mode = mode).await;
-        let now = chrono::Utc::now();
-        let mut body = seckill_body(
-            5,
-            &(now - chrono::Duration::minutes(1)).to_rfc3339(),
-            &(now + chrono::Duration::hours(1)).to_rfc3339(),
-        );
-        body["status"] = json!(2);
-        let created = expect_ok(app.post_json("/voucher/seckill", Some(ADMIN_KEY), &body).await).await;
-        let voucher = created["data"].as_u64().unwrap();
-        let users = app.seed_users(1).await;
-        expect_error(app.order(voucher, &users[0].1).await, StatusCode::NOT_FOUND, "NOT_FOUND").await;
-        let rows: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM tb_voucher_order").fetch_one(&app.db).await.unwrap();
-        assert_eq!(rows, 0, "{mode:?}");
-    }
+async fn a_seckill_voucher_created_off_the_shelf_does_not_sell(path: OrderPath) {
+    let app = TestApp::spawn_on(path).await;
+    let now = chrono::Utc::now();
+    let mut body = seckill_body(
+        5,
+        &(now - chrono::Duration::minutes(1)).to_rfc3339(),
+        &(now + chrono::Duration::hours(1)).to_rfc3339(),
+    );
+    body["status"] = json!(2);
+    let created = expect_ok(app.post_json("/voucher/seckill", Some(ADMIN_KEY), &body).await).await;
+    let voucher = created["data"].as_u64().unwrap();
+    let users = app.seed_users(1).await;
+    expect_error(app.order(voucher, &users[0].1).await, StatusCode::NOT_FOUND, "NOT_FOUND").await;
+    let rows: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM tb_voucher_order").fetch_one(&app.db).await.unwrap();
+    assert_eq!(rows, 0, "{path:?}");
 }
 
 #[tokio::test]
@@ -258,8 +251,8 @@ async fn wrong_admin_keys_are_slowed_to_ten_per_address_and_then_even_the_right_
 /// The admin's stock route brings a sold-out voucher back on sale, on the
 /// instance that served it at once and on the other within a second or so,
 /// and the new stock is exactly what sells.
-async fn stock_route_sells_exactly_the_new_stock(mode: SeckillMode) {
-    let app = TestApp::spawn_with(|c| c.seckill.mode = mode).await;
+async fn the_stock_route_puts_a_sold_out_voucher_back_on_sale(path: OrderPath) {
+    let app = TestApp::spawn_on(path).await;
     let peer = app.spawn_peer(|_| {}).await;
     let voucher = app.open_seckill(2).await;
     let users = app.seed_users(8).await;
@@ -281,31 +274,21 @@ async fn stock_route_sells_exactly_the_new_stock(mode: SeckillMode) {
             break;
         }
         expect_error(resp, StatusCode::CONFLICT, "SOLD_OUT").await;
-        assert!(started.elapsed() < std::time::Duration::from_secs(5), "{mode:?}: the peer never sold again");
+        assert!(started.elapsed() < std::time::Duration::from_secs(5), "{path:?}: the peer never sold again");
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
     let rest = app.order_all(voucher, &tokens[5..]).await;
     let counts = common::tally(&rest);
-    assert_eq!(counts.get("OK"), Some(&1), "{mode:?}: exactly the third new unit: {counts:?}");
-    assert_eq!(counts.get("SOLD_OUT"), Some(&2), "{mode:?}: {counts:?}");
+    assert_eq!(counts.get("OK"), Some(&1), "{path:?}: exactly the third new unit: {counts:?}");
+    assert_eq!(counts.get("SOLD_OUT"), Some(&2), "{path:?}: {counts:?}");
 
     // Every order lands; nothing is oversold.
     let started = std::time::Instant::now();
     while app.orders_of(voucher).await != (5, 5) {
-        assert!(started.elapsed() < std::time::Duration::from_secs(15), "{mode:?}: {:?}", app.orders_of(voucher).await);
+        assert!(started.elapsed() < std::time::Duration::from_secs(15), "{path:?}: {:?}", app.orders_of(voucher).await);
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
-    assert_eq!(app.stock_of(voucher).await, 0, "{mode:?}");
-}
-
-#[tokio::test]
-async fn the_stock_route_puts_a_sold_out_voucher_back_on_sale_sync() {
-    stock_route_sells_exactly_the_new_stock(SeckillMode::Sync).await;
-}
-
-#[tokio::test]
-async fn the_stock_route_puts_a_sold_out_voucher_back_on_sale_async() {
-    stock_route_sells_exactly_the_new_stock(SeckillMode::Async).await;
+    assert_eq!(app.stock_of(voucher).await, 0, "{path:?}");
 }
 
 #[tokio::test]

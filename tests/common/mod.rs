@@ -7,6 +7,7 @@
 
 pub mod api;
 pub mod audit;
+pub mod paths;
 pub mod proxy;
 pub mod scratch;
 
@@ -22,6 +23,7 @@ use hmdp::{
     startup::Application,
 };
 use hmdp_redis::Redis;
+pub use paths::OrderPath;
 use redis::AsyncCommands;
 use reqwest::StatusCode;
 pub use scratch::{ADMIN_KEY, JWT_SECRET, cleanup, database_server_url, redis, redis_settings, redis_url, test_config};
@@ -45,6 +47,19 @@ pub struct TestApp {
 impl TestApp {
     pub async fn spawn() -> Self {
         Self::spawn_with(|_| {}).await
+    }
+
+    /// An instance whose orders take `path`.
+    pub async fn spawn_on(path: OrderPath) -> Self {
+        Self::spawn_with(|c| path.configure(c)).await
+    }
+
+    pub async fn spawn_on_with(path: OrderPath, adjust: impl FnOnce(&mut Config)) -> Self {
+        Self::spawn_with(|c| {
+            path.configure(c);
+            adjust(c);
+        })
+        .await
     }
 
     pub async fn spawn_with(adjust: impl FnOnce(&mut Config)) -> Self {
@@ -187,5 +202,37 @@ impl TestApp {
     /// (orders for the voucher, distinct users among them)
     pub async fn orders_of(&self, voucher_id: u64) -> (i64, i64) {
         audit::orders_of(&self.db, voucher_id).await
+    }
+}
+
+impl TestApp {
+    /// What Redis holds of the voucher against MariaDB (asynchronous mode).
+    pub async fn reconcile(&self, voucher: u64) -> hmdp::seckill::Reconciliation {
+        hmdp::seckill::reconcile(&self.db, &mut self.redis.clone(), &self.keys, voucher).await.unwrap()
+    }
+
+    /// Waits until every accepted order is persisted or dead-lettered.
+    pub async fn drained(&self, voucher: u64, within: Duration) -> hmdp::seckill::Reconciliation {
+        let started = std::time::Instant::now();
+        loop {
+            let report = self.reconcile(voucher).await;
+            if report.drained() {
+                return report;
+            }
+            assert!(started.elapsed() < within, "not drained within {within:?}: {}", report.render());
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Once the orders of `path` are in their rows: on the asynchronous
+    /// path, every accepted order persisted or dead-lettered, and Redis
+    /// agreeing with MariaDB (the report is returned); at once otherwise.
+    pub async fn settled(&self, path: OrderPath, voucher: u64) -> Option<hmdp::seckill::Reconciliation> {
+        if !path.is_async() {
+            return None;
+        }
+        let report = self.drained(voucher, Duration::from_secs(30)).await;
+        assert!(report.agrees(), "{}", report.render());
+        Some(report)
     }
 }

@@ -73,8 +73,7 @@ pub fn test_config() -> (Config, String, String) {
             request_deadline_ms: 10_000,
             order_id_block: 100,
             lock_watchdog_ttl_ms: 30_000,
-            // scripts/test runs the seckill tests once more with ORDER_BATCH_MAX=1.
-            order_batch_max: std::env::var("ORDER_BATCH_MAX").ok().and_then(|v| v.parse().ok()).unwrap_or(64),
+            order_batch_max: 64,
             order_batch_wait_ms: 0,
             order_batch_worker_idle_ms: 60_000,
             hot_row_permits: 8,
