@@ -6,7 +6,7 @@
 //! Watchdog-mode holds are renewed by one ticker per process that scans the
 //! holds, not by a task per hold: spawning and cancelling a task on every
 //! acquisition cost a third of the uncontended lock throughput (measured;
-//! README, Performance). Fixed leases are rare and get their own timer.
+//! BENCHMARKS.md, "The lock alone"). Fixed leases are rare and get their own timer.
 
 use std::{
     collections::HashMap,
