@@ -2,7 +2,7 @@ use clap::{Parser, Subcommand};
 use hmdp::{
     Config,
     auth::{SessionStore, TokenKeys},
-    config::{AuthSettings, DatabaseSettings, RedisSettings},
+    config::{AuthSettings, DatabaseSettings, DatabaseUrl, RedisSettings},
     keys::Keys,
     startup,
 };
@@ -43,7 +43,7 @@ enum Command {
     /// drift or when a stream is not drained.
     Reconcile {
         #[command(flatten)]
-        db: DatabaseSettings,
+        db: DatabaseUrl,
         #[command(flatten)]
         redis: RedisSettings,
         #[arg(long)]
@@ -81,10 +81,10 @@ fn with_default_subcommand(mut args: Vec<String>) -> Vec<String> {
     args
 }
 
-async fn reconcile(db: &DatabaseSettings, redis: &RedisSettings, voucher: Option<u64>) -> anyhow::Result<()> {
+async fn reconcile(db: &DatabaseUrl, redis: &RedisSettings, voucher: Option<u64>) -> anyhow::Result<()> {
     use redis::AsyncCommands;
     // No secrets: it reads the tables (made when missing) and the keys.
-    let pool = startup::connect_database(&db.url, 2).await?;
+    let pool = startup::connect_database(db.url(), 2).await?;
     startup::migrate(&pool).await?;
     let mut conn = startup::connect_redis(redis).await?;
     let keys = Keys::new(&redis.key_prefix);

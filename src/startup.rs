@@ -17,6 +17,7 @@ use crate::{
     config::Config,
     connect::{ReadReplica, connect_read_replica},
     http::{
+        guards::Guards,
         idempotency::Idempotency,
         ratelimit::{Limit, LocalUserLimiter, RateLimiter},
     },
@@ -75,7 +76,7 @@ pub(crate) async fn build_state(config: Config) -> anyhow::Result<AppState> {
     let db = connect_database(&config.db.url, config.db.max_connections).await?;
     migrate(&db).await?;
     verify_safety_constraints(&db).await?;
-    let replica = match config.db.replica_url() {
+    let replica = match config.replica.url() {
         Some(url) => Some(connect_read_replica(url, config.db.max_connections).await?),
         None => None,
     };
@@ -86,7 +87,7 @@ pub(crate) async fn build_state(config: Config) -> anyhow::Result<AppState> {
         redis.clone(),
         LockConfig { watchdog_ttl: Duration::from_millis(config.seckill.lock_watchdog_ttl_ms) },
     );
-    let order_ids = OrderIdGenerator::new(redis.clone(), keys.clone(), config.seckill.order_id_block);
+    let order_ids = OrderIdGenerator::new(redis.clone(), keys.clone(), config.orders.order_id_block);
     let instance = config.instance_id().to_owned();
     let deps = seckill::Dependencies {
         db: db.clone(),
@@ -105,9 +106,11 @@ pub(crate) async fn build_state(config: Config) -> anyhow::Result<AppState> {
             limits: LoginLimits::from_config(&config),
         },
         seckill,
-        limits: RateLimiter::new(redis.clone(), keys.clone()),
-        idempotency: Idempotency::new(redis.clone(), keys),
-        order_limit: LocalUserLimiter::new(Limit::per(config.limits.orders_per_user_10s, Duration::from_secs(10))),
+        guards: Guards {
+            limits: RateLimiter::new(redis.clone(), keys.clone()),
+            idempotency: Idempotency::new(redis.clone(), keys),
+            order_limit: LocalUserLimiter::new(Limit::per(config.limits.orders_per_user_10s, Duration::from_secs(10))),
+        },
         metrics: crate::monitoring::recorder(),
         read_replica: ReadReplica(replica.unwrap_or_else(|| db.clone())),
         db,

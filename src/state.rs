@@ -18,6 +18,7 @@ use crate::{
     config::{Config, TrustedProxies},
     connect::ReadReplica,
     http::{
+        guards::Guards,
         idempotency::Idempotency,
         ratelimit::{LocalUserLimiter, RateLimiter},
     },
@@ -33,14 +34,29 @@ pub struct AppState {
     pub config: Arc<Config>,
     pub auth: Auth,
     pub seckill: Seckill,
-    /// Limits kept in Redis, across instances.
-    pub limits: RateLimiter,
-    /// `Idempotency-Key` claims and answers, in Redis.
-    pub idempotency: Idempotency,
-    /// Orders per user, kept in this instance's memory.
-    pub order_limit: LocalUserLimiter,
+    /// The limits and `Idempotency-Key`, each its own sub-state.
+    #[from_ref(skip)]
+    pub guards: Guards,
     /// Renders what the process-wide `metrics` recorder has counted.
     pub metrics: PrometheusHandle,
+}
+
+impl FromRef<AppState> for RateLimiter {
+    fn from_ref(state: &AppState) -> Self {
+        state.guards.limits.clone()
+    }
+}
+
+impl FromRef<AppState> for LocalUserLimiter {
+    fn from_ref(state: &AppState) -> Self {
+        state.guards.order_limit.clone()
+    }
+}
+
+impl FromRef<AppState> for Idempotency {
+    fn from_ref(state: &AppState) -> Self {
+        state.guards.idempotency.clone()
+    }
 }
 
 /// Per-address limits ask who may speak for the client; it is a setting.

@@ -23,7 +23,7 @@ fn replica_server_url() -> String {
 async fn app_reading_from_the_replica() -> TestApp {
     TestApp::spawn_with(|c| {
         let database = c.db.url.rsplit('/').next().unwrap().to_owned();
-        c.db.read_url = Some(format!("{}/{database}", replica_server_url()));
+        c.replica.read_url = Some(format!("{}/{database}", replica_server_url()));
     })
     .await
 }
@@ -91,7 +91,7 @@ async fn a_buyer_finds_the_order_they_were_told_about_while_the_replica_has_stop
 async fn a_read_url_that_is_not_a_read_only_replica_is_refused_at_start_up() {
     // The primary itself under the replica's name: it is not read-only.
     let (mut config, database, prefix) = test_config();
-    config.db.read_url = Some(config.db.url.clone());
+    config.replica.read_url = Some(config.db.url.clone());
     let built = Application::build(config).await;
     common::cleanup(database, prefix).await;
     let err = built.err().expect("start-up refuses a read URL that is not read-only");
@@ -101,7 +101,7 @@ async fn a_read_url_that_is_not_a_read_only_replica_is_refused_at_start_up() {
 #[tokio::test]
 async fn a_read_url_nobody_answers_on_is_an_error_at_start_up_not_a_hang() {
     let (mut config, database, prefix) = test_config();
-    config.db.read_url = Some("mysql://root@127.0.0.1:1/hmdp".into());
+    config.replica.read_url = Some("mysql://root@127.0.0.1:1/hmdp".into());
     let built = tokio::time::timeout(Duration::from_secs(60), Application::build(config))
         .await
         .expect("start-up hung on a replica nobody answers");

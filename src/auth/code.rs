@@ -7,12 +7,14 @@ use hmdp_redis::Redis;
 use rand::Rng;
 use redis::{AsyncCommands, Script};
 
-use crate::{
-    config::limits::{SMS_CODE_MAX_ATTEMPTS, SMS_CODE_TTL, SMS_RESEND_COOLDOWN},
-    keys::Keys,
-};
+use crate::keys::Keys;
 
 pub(super) const CODE_LEN: usize = 6;
+const SMS_CODE_TTL: std::time::Duration = std::time::Duration::from_secs(120);
+/// One code per phone per minute, so one phone cannot be flooded.
+const SMS_RESEND_COOLDOWN: std::time::Duration = std::time::Duration::from_secs(60);
+/// Wrong tries one code survives.
+const SMS_CODE_MAX_ATTEMPTS: i64 = 5;
 
 static CONSUME_CODE: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("../../lua/consume_code.lua")));
 

@@ -9,7 +9,10 @@ use hmdp_redis::Redis;
 use redis::AsyncCommands;
 use uuid::Uuid;
 
-use crate::{config::limits::SESSION_TTL, keys::Keys};
+use crate::keys::Keys;
+
+/// Slid on every request by the refresh layer.
+pub(super) const SESSION_TTL: std::time::Duration = std::time::Duration::from_secs(30 * 60);
 
 /// Session writes in flight at once when many are made (seeding).
 const CREATE_CONCURRENCY: usize = 256;

@@ -4,10 +4,12 @@
 use std::time::Duration;
 
 use super::{code::CodeStore, session::SessionStore, token::TokenKeys};
-use crate::{
-    config::{Config, limits::PHONE_CEILING_FACTOR},
-    http::ratelimit::Limit,
-};
+use crate::{config::Config, http::ratelimit::Limit};
+
+/// The per-phone limits hold per (phone, client address); every address
+/// together gets this many times the limit before the phone itself is
+/// refused, a ceiling against attackers with many addresses.
+const PHONE_CEILING_FACTOR: u64 = 3;
 
 const HOUR: Duration = Duration::from_secs(3600);
 pub(super) const DAY: Duration = Duration::from_secs(24 * 3600);

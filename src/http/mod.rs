@@ -6,6 +6,7 @@ pub(crate) mod envelope;
 pub(crate) mod error;
 pub(crate) mod extract;
 pub(crate) mod failures;
+pub(crate) mod guards;
 pub(crate) mod health;
 pub(crate) mod idempotency;
 pub(crate) mod ratelimit;

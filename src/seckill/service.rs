@@ -47,7 +47,7 @@ impl Seckill {
             db: db.clone(),
             redis: redis.clone(),
             keys: keys.clone(),
-            pay_timeout_s: config.seckill.order_pay_timeout_s,
+            pay_timeout_s: config.orders.order_pay_timeout_s,
             mode: mode.clone(),
         });
         Ok(Self(Arc::new(Service { mode, db, replica, redis, keys, locks, aftersale, workers })))

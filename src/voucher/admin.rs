@@ -13,7 +13,7 @@ use axum::{
 use subtle::ConstantTimeEq;
 
 use crate::{
-    config::{Config, TrustedProxies, limits},
+    config::{Config, TrustedProxies},
     http::{
         ApiError,
         extract::ClientAddr,
@@ -22,6 +22,12 @@ use crate::{
 };
 
 pub(super) const ADMIN_KEY_HEADER: &str = "x-admin-key";
+
+/// Wrong admin keys one client address may send per window; past it, that
+/// address's admin requests answer 429 until the window ends, the right key
+/// included.
+const ADMIN_KEY_FAILURES_PER_ADDR: u64 = 10;
+const ADMIN_KEY_FAILURE_WINDOW: std::time::Duration = std::time::Duration::from_secs(15 * 60);
 
 /// Present in a handler's arguments: the request carried the admin key.
 pub(crate) struct Admin;
@@ -42,7 +48,7 @@ where
         };
         let Ok(ClientAddr(addr)) = ClientAddr::from_request_parts(parts, state).await;
         let limiter = RateLimiter::from_ref(state);
-        let (max, window) = (limits::ADMIN_KEY_FAILURES_PER_ADDR, limits::ADMIN_KEY_FAILURE_WINDOW);
+        let (max, window) = (ADMIN_KEY_FAILURES_PER_ADDR, ADMIN_KEY_FAILURE_WINDOW);
         // Before the comparison: past the limit, even the right key waits,
         // so a guesser learns nothing from the answers meanwhile.
         limiter.check(FAILURES, &addr, Limit::per(max, window), REFUSAL).await?;

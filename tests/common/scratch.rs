@@ -6,7 +6,8 @@
 use hmdp::{
     Config,
     config::{
-        AuthSettings, DatabaseSettings, LimitSettings, RedisSettings, SeckillMode, SeckillSettings, ServerSettings,
+        AuthSettings, DatabaseSettings, LimitSettings, OrderSettings, RedisSettings, ReplicaSettings, SeckillSettings,
+        ServerSettings,
     },
 };
 use redis::AsyncCommands;
@@ -47,17 +48,13 @@ pub fn test_config() -> (Config, String, String) {
     let database = format!("hmdp_test_{tag}");
     let prefix = format!("test:{tag}:");
     let config = Config {
-        db: DatabaseSettings {
-            url: format!("{}/{database}", database_server_url()),
-            max_connections: 32,
-            read_url: None,
-        },
+        db: DatabaseSettings { url: format!("{}/{database}", database_server_url()), ..Default::default() },
+        replica: ReplicaSettings::default(),
         redis: redis_settings(&prefix),
         server: ServerSettings {
             bind_addr: "127.0.0.1:0".into(),
-            instance_id: None,
             admin_key: Some(ADMIN_KEY.into()),
-            trusted_proxies: "127.0.0.0/8,::1/128".parse().unwrap(),
+            ..Default::default()
         },
         auth: AuthSettings { jwt_secret: JWT_SECRET.into(), log_sms_codes: false },
         // Generous: the limit tests set their own.
@@ -68,24 +65,8 @@ pub fn test_config() -> (Config, String, String) {
             logins_per_addr_hour: 10_000,
             orders_per_user_10s: 10_000,
         },
-        seckill: SeckillSettings {
-            mode: SeckillMode::Sync,
-            request_deadline_ms: 10_000,
-            order_id_block: 100,
-            lock_watchdog_ttl_ms: 30_000,
-            order_batch_max: 64,
-            order_batch_wait_ms: 0,
-            order_batch_worker_idle_ms: 60_000,
-            hot_row_permits: 8,
-            hot_row_queue_max: 4_096,
-            async_batch_max: 500,
-            async_claim_idle_ms: 5_000,
-            async_max_deliveries: 3,
-            async_retire_after_ms: 60_000,
-            order_replica_acks: None,
-            order_replica_wait_ms: 500,
-            order_pay_timeout_s: 900,
-        },
+        seckill: SeckillSettings::default(),
+        orders: OrderSettings::default(),
     };
     (config, database, prefix)
 }

@@ -6,7 +6,10 @@
 use clap::Parser;
 use hmdp::{
     Config,
-    config::{AuthSettings, DatabaseSettings, LimitSettings, RedisSettings, SeckillSettings, ServerSettings},
+    config::{
+        AuthSettings, DatabaseSettings, LimitSettings, OrderSettings, RedisSettings, ReplicaSettings, SeckillSettings,
+        ServerSettings,
+    },
 };
 use hmdp_lab::LabOptions;
 use tracing_subscriber::EnvFilter;
@@ -35,8 +38,17 @@ async fn main() -> anyhow::Result<()> {
     // The service runs in this process and no token leaves it: a secret of
     // its own, never a configured one.
     let auth = AuthSettings { jwt_secret: uuid::Uuid::new_v4().simple().to_string(), log_sms_codes: false };
-    let config =
-        Config { db, redis, seckill, auth, server: ServerSettings::default(), limits: LimitSettings::default() };
+    // Only the order paths' settings are the lab's to choose.
+    let config = Config {
+        db,
+        redis,
+        seckill,
+        auth,
+        server: ServerSettings::default(),
+        limits: LimitSettings::default(),
+        orders: OrderSettings::default(),
+        replica: ReplicaSettings::default(),
+    };
     let report = hmdp_lab::run(&config, &options).await?;
     if options.json {
         println!("{}", serde_json::to_string_pretty(&report)?);

@@ -28,7 +28,7 @@ use anyhow::Context;
 use clap::Parser;
 use hmdp::{
     auth::{SessionStore, TokenKeys, seed_users},
-    config::{DatabaseSettings, RedisSettings},
+    config::{DatabaseUrl, RedisSettings},
     keys::Keys,
     startup::{connect_database, connect_redis},
 };
@@ -96,7 +96,7 @@ struct Args {
     fail_on_other: bool,
     /// For the audit: the service's database.
     #[command(flatten)]
-    db: DatabaseSettings,
+    db: DatabaseUrl,
     /// For the audit and seeding: the service's Redis, and its
     /// REDIS_KEY_PREFIX to find the asynchronous mode's keys.
     #[command(flatten)]
@@ -134,7 +134,7 @@ async fn main() -> anyhow::Result<()> {
     // A thousand connections need more than the usual 1024 descriptors.
     let _ = rlimit::increase_nofile_limit(65_536);
 
-    let db = connect_database(&args.db.url, 4).await?;
+    let db = connect_database(args.db.url(), 4).await?;
     let tokens = load_tokens(&args, &db).await?;
     anyhow::ensure!(!tokens.is_empty(), "no users: give --users N or --tokens FILE");
 
@@ -255,7 +255,7 @@ async fn main() -> anyhow::Result<()> {
     // A fresh pool for what follows: a fault run may have killed the idle
     // connections of the first one while the sale ran.
     db.close().await;
-    let db = connect_database(&args.db.url, 4).await?;
+    let db = connect_database(args.db.url(), 4).await?;
     let rows_landed =
         wait_for_rows(&db, voucher, before.orders + (successes + unreplicated) as i64, drain_timeout).await?;
     let mut redis = connect_redis(&args.redis).await?;

@@ -1,0 +1,171 @@
+//! Settings come from the environment (the contract's names) or flags of the
+//! same name, so the same binary runs under systemd, compose and the tests.
+//!
+//! One file per group, each group a clap `Args` with its defaults (written
+//! once, as constants, for clap and for `Default` alike) and its validation
+//! beside its fields. A binary flattens only the groups it uses: `hmdp
+//! serve` takes them all, `reconcile` and the load tool only where the data
+//! lives, the lab the order paths'. Secrets never reach a log: the groups
+//! that hold one write their `Debug` by hand.
+
+mod auth;
+mod limits;
+mod redact;
+mod seckill;
+mod server;
+mod store;
+
+use clap::Args;
+
+pub use auth::{AuthSettings, MIN_JWT_SECRET_LEN};
+pub use limits::LimitSettings;
+pub use seckill::{IDS_PER_DAY, MAX_INSTANCES, OrderSettings, SeckillMode, SeckillSettings};
+pub use server::{MIN_ADMIN_KEY_LEN, ServerSettings, TrustedProxies};
+pub use store::{DatabaseSettings, DatabaseUrl, RedisSettings, ReplicaSettings};
+
+/// Everything `hmdp serve` runs on.
+#[derive(Clone, Debug, Args)]
+pub struct Config {
+    #[command(flatten)]
+    pub db: DatabaseSettings,
+    #[command(flatten)]
+    pub replica: ReplicaSettings,
+    #[command(flatten)]
+    pub redis: RedisSettings,
+    #[command(flatten)]
+    pub server: ServerSettings,
+    #[command(flatten)]
+    pub auth: AuthSettings,
+    #[command(flatten)]
+    pub limits: LimitSettings,
+    #[command(flatten)]
+    pub seckill: SeckillSettings,
+    #[command(flatten)]
+    pub orders: OrderSettings,
+}
+
+impl Config {
+    /// Checks what clap cannot, group by group.
+    pub fn validate(&self) -> anyhow::Result<()> {
+        self.server.validate()?;
+        self.auth.validate()?;
+        self.limits.validate()?;
+        self.seckill.validate()?;
+        self.orders.validate()
+    }
+
+    pub fn instance_id(&self) -> &str {
+        self.server.instance_id.as_deref().unwrap_or("unknown")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        config: Config,
+    }
+
+    /// What clap answers for a flag nobody gave, with the environment
+    /// ignored: the defaults as `hmdp serve` sees them.
+    fn parsed_without_environment() -> Config {
+        use clap::{CommandFactory, FromArgMatches};
+        let command = Cli::command().mut_args(|arg| arg.env(None::<&str>));
+        let matches = command.try_get_matches_from(["hmdp", "--jwt-secret=jwt-secret-0123456789"]).unwrap();
+        Cli::from_arg_matches(&matches).unwrap().config
+    }
+
+    #[test]
+    fn each_groups_default_is_what_clap_gives_when_nothing_is_set() {
+        let parsed = parsed_without_environment();
+        assert_eq!(format!("{:?}", parsed.seckill), format!("{:?}", SeckillSettings::default()));
+        assert_eq!(format!("{:?}", parsed.orders), format!("{:?}", OrderSettings::default()));
+        assert_eq!(format!("{:?}", parsed.limits), format!("{:?}", LimitSettings::default()));
+        assert_eq!(format!("{:?}", parsed.server), format!("{:?}", ServerSettings::default()));
+        assert_eq!(format!("{:?}", parsed.db), format!("{:?}", DatabaseSettings::default()));
+        assert_eq!(format!("{:?}", parsed.replica), format!("{:?}", ReplicaSettings::default()));
+        assert_eq!(format!("{:?}", parsed.redis), format!("{:?}", RedisSettings::default()));
+    }
+
+    #[test]
+    fn a_limit_of_zero_is_refused_by_clap() {
+        let refused = Cli::try_parse_from(["hmdp", "--jwt-secret=jwt-secret-0123456789", "--orders-per-user-10s=0"]);
+        assert!(refused.is_err());
+    }
+
+    #[test]
+    fn debug_output_names_no_secret() {
+        let Cli { config } = Cli::try_parse_from([
+            "hmdp",
+            "--database-url=mysql://hmdp:db-pass-123@127.0.0.1:3306/hmdp",
+            "--redis-url=redis://:redis-pass-456@127.0.0.1:6379",
+            "--jwt-secret=jwt-secret-0123456789",
+            "--admin-key=admin-key-789",
+            "--database-read-url=mysql://hmdp:replica-pass-321@127.0.0.1:3307/hmdp",
+        ])
+        .expect("the flags parse");
+        let shown = format!("{config:?}");
+        for secret in ["db-pass-123", "redis-pass-456", "jwt-secret-0123456789", "admin-key-789", "replica-pass-321"] {
+            assert!(!shown.contains(secret), "{secret} in {shown}");
+        }
+        assert!(shown.contains("mysql://hmdp:<redacted>@127.0.0.1:3306/hmdp"), "{shown}");
+    }
+
+    fn parsed(flags: &[&str]) -> Config {
+        let mut argv = vec!["hmdp", "--jwt-secret=jwt-secret-0123456789"];
+        argv.extend_from_slice(flags);
+        Cli::try_parse_from(argv).expect("the flags parse").config
+    }
+
+    #[test]
+    fn the_placeholders_of_env_example_and_a_short_admin_key_are_refused() {
+        // `cp .env.example .env; docker compose up` served with both.
+        let example = include_str!("../../.env.example");
+        let value = |name: &str| {
+            example.lines().find_map(|l| l.strip_prefix(name)?.strip_prefix('=')).expect("in .env.example").to_owned()
+        };
+        let admin = parsed(&[&format!("--admin-key={}", value("ADMIN_KEY"))]);
+        assert!(admin.validate().unwrap_err().to_string().contains("placeholder"));
+        let mut jwt = parsed(&["--admin-key=an-admin-key-of-24-bytes-or-more"]);
+        jwt.auth.jwt_secret = value("JWT_SECRET");
+        assert!(jwt.validate().unwrap_err().to_string().contains("placeholder"));
+
+        let short = parsed(&["--admin-key=twenty-three-bytes-long"]);
+        assert!(short.validate().unwrap_err().to_string().contains("at least 24 bytes"));
+        assert!(parsed(&["--admin-key=twenty-four-bytes-long!!"]).validate().is_ok());
+        assert!(parsed(&[]).validate().is_ok(), "no admin key: the admin routes stay closed");
+    }
+
+    #[test]
+    fn an_id_block_a_day_cannot_hold_is_refused() {
+        // 86,400 blocks of 100,000 a day from one instance alone is more
+        // than the 2^32 ids a day holds: orders answered 500 from mid-day.
+        assert!(parsed(&["--order-id-block=100000"]).validate().is_err());
+        let largest = IDS_PER_DAY / 2 / (86_400 * MAX_INSTANCES);
+        assert!(parsed(&[&format!("--order-id-block={largest}")]).validate().is_ok());
+        assert!(parsed(&[&format!("--order-id-block={}", largest + 1)]).validate().is_err());
+        assert!(largest * 86_400 * MAX_INSTANCES <= IDS_PER_DAY / 2);
+    }
+
+    #[test]
+    fn an_empty_read_url_means_no_replica() {
+        // scripts/stack passes DATABASE_READ_URL through, empty without REPLICA=1.
+        let parse = |read_url: &str| {
+            let Cli { config } = Cli::try_parse_from([
+                "hmdp",
+                "--jwt-secret=jwt-secret-0123456789",
+                &format!("--database-read-url={read_url}"),
+            ])
+            .expect("the flags parse");
+            config.replica.url().map(str::to_owned)
+        };
+        assert_eq!(parse(""), None);
+        assert_eq!(parse("  "), None);
+        assert_eq!(parse("mysql://r@127.0.0.1:3307/hmdp").as_deref(), Some("mysql://r@127.0.0.1:3307/hmdp"));
+    }
+}

@@ -1,0 +1,227 @@
+//! How orders are placed, in both modes, and what every order carries (its
+//! id block, its time to pay). The strategy lab takes `SeckillSettings`
+//! only: it runs the service's order paths, not its after-sale.
+
+use clap::{Args, ValueEnum};
+
+const DEFAULT_REQUEST_DEADLINE_MS: u64 = 10_000;
+const DEFAULT_LOCK_WATCHDOG_TTL_MS: u64 = 30_000;
+const DEFAULT_ORDER_BATCH_MAX: usize = 64;
+const DEFAULT_ORDER_BATCH_WAIT_MS: u64 = 0;
+const DEFAULT_ORDER_BATCH_WORKER_IDLE_MS: u64 = 60_000;
+const DEFAULT_HOT_ROW_PERMITS: usize = 8;
+const DEFAULT_HOT_ROW_QUEUE_MAX: usize = 4_096;
+const DEFAULT_ASYNC_BATCH_MAX: usize = 500;
+const DEFAULT_ASYNC_CLAIM_IDLE_MS: u64 = 5_000;
+const DEFAULT_ASYNC_MAX_DELIVERIES: u64 = 3;
+const DEFAULT_ASYNC_RETIRE_AFTER_MS: u64 = 60_000;
+const DEFAULT_ORDER_REPLICA_WAIT_MS: u64 = 500;
+const DEFAULT_ORDER_PAY_TIMEOUT_S: u64 = 900;
+const DEFAULT_ORDER_ID_BLOCK: u32 = 100;
+
+/// Order ids one UTC day can hold (the sequence's 32 bits).
+pub const IDS_PER_DAY: u64 = 1 << 32;
+/// Instances the id generator's bound is made for: each may drop up to a
+/// block a second (what is left of it when the second turns).
+pub const MAX_INSTANCES: u64 = 16;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SeckillMode {
+    Sync,
+    Async,
+}
+
+/// How orders are placed, in both modes.
+#[derive(Clone, Debug, Args)]
+pub struct SeckillSettings {
+    /// `sync`: the order is decided and committed in MariaDB before the
+    /// answer. `async`: decided in Redis by one script, answered at once,
+    /// persisted in batches by the consumers.
+    #[arg(id = "seckill_mode", long = "seckill-mode", env = "SECKILL_MODE", value_enum, default_value_t = SeckillMode::Sync)]
+    pub mode: SeckillMode,
+
+    /// How long an order may take before it gives up, answered 503 with
+    /// nothing committed. Shorter than nginx's `proxy_read_timeout` (30 s),
+    /// so the client hears the truth rather than nginx's 504.
+    #[arg(long, env = "REQUEST_DEADLINE_MS", default_value_t = DEFAULT_REQUEST_DEADLINE_MS)]
+    pub request_deadline_ms: u64,
+
+    /// Lease of the per-user order lock, renewed every third of it while
+    /// held (Redisson's 30 s). Shorter frees a crashed instance's locks
+    /// sooner and costs more renewals.
+    #[arg(long, env = "LOCK_WATCHDOG_TTL_MS", default_value_t = DEFAULT_LOCK_WATCHDOG_TTL_MS)]
+    pub lock_watchdog_ttl_ms: u64,
+
+    /// Synchronous mode: orders of one voucher committed in one transaction
+    /// at most (1: one transaction per order, the design card's path).
+    #[arg(long, env = "ORDER_BATCH_MAX", default_value_t = DEFAULT_ORDER_BATCH_MAX)]
+    pub order_batch_max: usize,
+
+    /// Synchronous mode: how long a group waits for more orders before it
+    /// commits. 0: it takes what is ready; while one group commits, the
+    /// next gathers by itself.
+    #[arg(long, env = "ORDER_BATCH_WAIT_MS", default_value_t = DEFAULT_ORDER_BATCH_WAIT_MS)]
+    pub order_batch_wait_ms: u64,
+
+    /// Synchronous mode: a voucher's group-commit worker that saw no order
+    /// for this long ends (the next order starts another), so ended sales
+    /// leave no idle tasks behind.
+    #[arg(long, env = "ORDER_BATCH_WORKER_IDLE_MS", default_value_t = DEFAULT_ORDER_BATCH_WORKER_IDLE_MS)]
+    pub order_batch_worker_idle_ms: u64,
+
+    /// How many order transactions of one instance may wait on one voucher's
+    /// stock row at once. InnoDB's throughput on a hot row collapses when
+    /// hundreds of transactions queue on its lock; a few at a time keep it
+    /// busy without the collapse. Only at `ORDER_BATCH_MAX` = 1: with group
+    /// commit, one worker per voucher is all that reaches the row.
+    #[arg(long, env = "HOT_ROW_PERMITS", default_value_t = DEFAULT_HOT_ROW_PERMITS)]
+    pub hot_row_permits: usize,
+
+    /// Orders of one instance that may wait for one voucher's row (or for
+    /// their group) at once; beyond that an order is answered 503 at once.
+    #[arg(long, env = "HOT_ROW_QUEUE_MAX", default_value_t = DEFAULT_HOT_ROW_QUEUE_MAX)]
+    pub hot_row_queue_max: usize,
+
+    /// Asynchronous mode: stream entries read, and orders persisted in one
+    /// transaction, at most.
+    #[arg(long, env = "ASYNC_BATCH_MAX", default_value_t = DEFAULT_ASYNC_BATCH_MAX)]
+    pub async_batch_max: usize,
+
+    /// Asynchronous mode: an entry unacknowledged this long is taken over by
+    /// another consumer (its own died or is stuck) and retried.
+    #[arg(long, env = "ASYNC_CLAIM_IDLE_MS", default_value_t = DEFAULT_ASYNC_CLAIM_IDLE_MS)]
+    pub async_claim_idle_ms: u64,
+
+    /// Asynchronous mode: an order the database refused this many times is
+    /// dead-lettered, and its stock and buyer slot are given back.
+    #[arg(long, env = "ASYNC_MAX_DELIVERIES", default_value_t = DEFAULT_ASYNC_MAX_DELIVERIES)]
+    pub async_max_deliveries: u64,
+
+    /// Asynchronous mode: this long after a sale ended, once drained, it is
+    /// retired: out of `seckill:active` (no consumer reads it any more) and
+    /// its keys given a TTL (working keys 1 h, failed orders and dead
+    /// letters 7 days), so Redis does not grow with every sale ever sold.
+    #[arg(long, env = "ASYNC_RETIRE_AFTER_MS", default_value_t = DEFAULT_ASYNC_RETIRE_AFTER_MS)]
+    pub async_retire_after_ms: u64,
+
+    /// Asynchronous mode: replicas that must acknowledge an order (Redis
+    /// `WAIT`) before it is answered 200, so that a master's death cannot
+    /// take it. Unset: 1 when every Redis master has a replica at start-up,
+    /// else 0 (off).
+    #[arg(long, env = "ORDER_REPLICA_ACKS")]
+    pub order_replica_acks: Option<u32>,
+
+    /// How long an order waits for those acknowledgements; past it the
+    /// order is answered 202, accepted but not yet replicated.
+    #[arg(long, env = "ORDER_REPLICA_WAIT_MS", default_value_t = DEFAULT_ORDER_REPLICA_WAIT_MS)]
+    pub order_replica_wait_ms: u64,
+}
+
+impl Default for SeckillSettings {
+    fn default() -> Self {
+        Self {
+            mode: SeckillMode::Sync,
+            request_deadline_ms: DEFAULT_REQUEST_DEADLINE_MS,
+            lock_watchdog_ttl_ms: DEFAULT_LOCK_WATCHDOG_TTL_MS,
+            order_batch_max: DEFAULT_ORDER_BATCH_MAX,
+            order_batch_wait_ms: DEFAULT_ORDER_BATCH_WAIT_MS,
+            order_batch_worker_idle_ms: DEFAULT_ORDER_BATCH_WORKER_IDLE_MS,
+            hot_row_permits: DEFAULT_HOT_ROW_PERMITS,
+            hot_row_queue_max: DEFAULT_HOT_ROW_QUEUE_MAX,
+            async_batch_max: DEFAULT_ASYNC_BATCH_MAX,
+            async_claim_idle_ms: DEFAULT_ASYNC_CLAIM_IDLE_MS,
+            async_max_deliveries: DEFAULT_ASYNC_MAX_DELIVERIES,
+            async_retire_after_ms: DEFAULT_ASYNC_RETIRE_AFTER_MS,
+            order_replica_wait_ms: DEFAULT_ORDER_REPLICA_WAIT_MS,
+            order_replica_acks: None,
+        }
+    }
+}
+
+impl SeckillSettings {
+    pub fn validate(&self) -> anyhow::Result<()> {
+        if self.lock_watchdog_ttl_ms < 100 {
+            anyhow::bail!("LOCK_WATCHDOG_TTL_MS must be at least 100");
+        }
+        if self.hot_row_permits == 0 {
+            anyhow::bail!("HOT_ROW_PERMITS must be at least 1");
+        }
+        if self.order_batch_max > 1 && self.hot_row_permits != DEFAULT_HOT_ROW_PERMITS {
+            tracing::warn!(
+                hot_row_permits = self.hot_row_permits,
+                order_batch_max = self.order_batch_max,
+                "HOT_ROW_PERMITS has no effect with group commit (ORDER_BATCH_MAX > 1): one worker per voucher reaches the row"
+            );
+        }
+        if self.hot_row_queue_max == 0 {
+            anyhow::bail!("HOT_ROW_QUEUE_MAX must be at least 1");
+        }
+        if !(100..=25_000).contains(&self.request_deadline_ms) {
+            anyhow::bail!("REQUEST_DEADLINE_MS must be between 100 and 25000 (nginx waits 30 s)");
+        }
+        if self.order_batch_max == 0 || self.order_batch_max > 5_000 {
+            anyhow::bail!("ORDER_BATCH_MAX must be between 1 and 5000");
+        }
+        if self.order_batch_wait_ms > 1_000 {
+            anyhow::bail!("ORDER_BATCH_WAIT_MS must be at most 1000");
+        }
+        if self.order_batch_worker_idle_ms < 100 {
+            anyhow::bail!("ORDER_BATCH_WORKER_IDLE_MS must be at least 100");
+        }
+        if self.async_batch_max == 0 || self.async_batch_max > 5_000 {
+            anyhow::bail!("ASYNC_BATCH_MAX must be between 1 and 5000");
+        }
+        if self.async_claim_idle_ms < 100 {
+            anyhow::bail!("ASYNC_CLAIM_IDLE_MS must be at least 100");
+        }
+        if self.async_max_deliveries == 0 {
+            anyhow::bail!("ASYNC_MAX_DELIVERIES must be at least 1");
+        }
+        if self.order_replica_acks.is_some_and(|n| n > 16) {
+            anyhow::bail!("ORDER_REPLICA_ACKS must be at most 16");
+        }
+        if !(1..=10_000).contains(&self.order_replica_wait_ms) {
+            anyhow::bail!("ORDER_REPLICA_WAIT_MS must be between 1 and 10000");
+        }
+        Ok(())
+    }
+}
+
+/// What every order of the service carries.
+#[derive(Clone, Debug, Args)]
+pub struct OrderSettings {
+    /// An unpaid order not paid within this many seconds of its creation is
+    /// cancelled and its unit returned to the stock.
+    #[arg(long, env = "ORDER_PAY_TIMEOUT_S", default_value_t = DEFAULT_ORDER_PAY_TIMEOUT_S)]
+    pub order_pay_timeout_s: u64,
+
+    /// Order id sequences reserved per Redis round trip.
+    #[arg(long, env = "ORDER_ID_BLOCK", default_value_t = DEFAULT_ORDER_ID_BLOCK)]
+    pub order_id_block: u32,
+}
+
+impl Default for OrderSettings {
+    fn default() -> Self {
+        Self { order_pay_timeout_s: DEFAULT_ORDER_PAY_TIMEOUT_S, order_id_block: DEFAULT_ORDER_ID_BLOCK }
+    }
+}
+
+impl OrderSettings {
+    pub fn validate(&self) -> anyhow::Result<()> {
+        // Each instance may drop what is left of a block every second of
+        // the day; with the most instances, that waste must leave at least
+        // half of a day's ids to real orders.
+        let max_block = IDS_PER_DAY / 2 / (86_400 * MAX_INSTANCES);
+        if self.order_id_block == 0 || u64::from(self.order_id_block) > max_block {
+            anyhow::bail!(
+                "ORDER_ID_BLOCK must be between 1 and {max_block}: {} instances, each dropping up to a block a second, must leave half of a day's {} ids to orders",
+                MAX_INSTANCES,
+                IDS_PER_DAY
+            );
+        }
+        if !(1..=7 * 24 * 3_600).contains(&self.order_pay_timeout_s) {
+            anyhow::bail!("ORDER_PAY_TIMEOUT_S must be between 1 and 604800 (a week)");
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,104 @@
+//! The HTTP server, who may call its admin routes, and whose word about
+//! the client's address is believed.
+
+use clap::Args;
+
+use super::redact::redacted;
+
+const DEFAULT_BIND_ADDR: &str = "127.0.0.1:8081";
+/// nginx in front, on this machine.
+const DEFAULT_TRUSTED_PROXIES: &str = "127.0.0.0/8,::1/128";
+
+/// An admin key is a password that a script guesses at leisure: long.
+pub const MIN_ADMIN_KEY_LEN: usize = 24;
+/// `.env.example`'s value: `cp .env.example .env` must not serve.
+const PLACEHOLDER_ADMIN_KEY: &str = "replace-with-a-random-admin-key";
+
+#[derive(Clone, Args)]
+pub struct ServerSettings {
+    #[arg(long, env = "BIND_ADDR", default_value = DEFAULT_BIND_ADDR)]
+    pub bind_addr: String,
+
+    /// Shown in `X-Instance`; defaults to the bound host:port.
+    #[arg(long, env = "INSTANCE_ID")]
+    pub instance_id: Option<String>,
+
+    /// Admin routes answer 403 to everyone while this is unset.
+    #[arg(long, env = "ADMIN_KEY", hide_env_values = true)]
+    pub admin_key: Option<String>,
+
+    /// Peers whose `X-Real-IP` is believed (comma-separated addresses or
+    /// CIDR blocks): nginx in front. From anyone else the header is a
+    /// client's claim, and per-address limits count the peer instead.
+    #[arg(long, env = "TRUSTED_PROXIES", default_value = DEFAULT_TRUSTED_PROXIES)]
+    pub trusted_proxies: TrustedProxies,
+}
+
+impl Default for ServerSettings {
+    fn default() -> Self {
+        Self {
+            bind_addr: DEFAULT_BIND_ADDR.into(),
+            instance_id: None,
+            admin_key: None,
+            trusted_proxies: DEFAULT_TRUSTED_PROXIES.parse().expect("the default parses"),
+        }
+    }
+}
+
+impl ServerSettings {
+    pub fn validate(&self) -> anyhow::Result<()> {
+        match self.admin_key.as_deref() {
+            Some("") => anyhow::bail!("ADMIN_KEY is set but empty; unset it to close the admin routes"),
+            Some(PLACEHOLDER_ADMIN_KEY) => {
+                anyhow::bail!("ADMIN_KEY is .env.example's placeholder; put a random key in .env")
+            }
+            Some(key) if key.len() < MIN_ADMIN_KEY_LEN => {
+                anyhow::bail!("ADMIN_KEY must be at least {MIN_ADMIN_KEY_LEN} bytes long")
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+impl std::fmt::Debug for ServerSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServerSettings")
+            .field("bind_addr", &self.bind_addr)
+            .field("instance_id", &self.instance_id)
+            .field("admin_key", &redacted(self.admin_key.is_some()))
+            .field("trusted_proxies", &self.trusted_proxies)
+            .finish()
+    }
+}
+
+/// The peers allowed to say who the client is (`TRUSTED_PROXIES`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TrustedProxies(Vec<ipnet::IpNet>);
+
+impl TrustedProxies {
+    pub fn trusts(&self, peer: std::net::IpAddr) -> bool {
+        let peer = match peer {
+            std::net::IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(peer, std::net::IpAddr::V4),
+            v4 => v4,
+        };
+        self.0.iter().any(|net| net.contains(&peer))
+    }
+}
+
+impl std::str::FromStr for TrustedProxies {
+    type Err = String;
+
+    /// `10.0.0.0/8,192.168.1.7,::1`: a bare address is a block of one.
+    fn from_str(list: &str) -> Result<Self, Self::Err> {
+        list.split(',')
+            .map(str::trim)
+            .filter(|item| !item.is_empty())
+            .map(|item| {
+                item.parse::<ipnet::IpNet>()
+                    .or_else(|_| item.parse::<std::net::IpAddr>().map(ipnet::IpNet::from))
+                    .map_err(|_| format!("TRUSTED_PROXIES: {item:?} is neither an address nor a CIDR block"))
+            })
+            .collect::<Result<_, _>>()
+            .map(Self)
+    }
+}

@@ -1,0 +1,121 @@
+//! Where the data lives: MariaDB (and its replica) and Redis. Every binary
+//! that touches the data takes these two groups.
+
+use clap::Args;
+
+use super::redact::without_password;
+
+const DEFAULT_DATABASE_URL: &str = "mysql://root@127.0.0.1:3306/hmdp";
+const DEFAULT_DB_MAX_CONNECTIONS: u32 = 32;
+const DEFAULT_REDIS_URL: &str = "redis://127.0.0.1:6379";
+
+/// Only where MariaDB is: the tools that open a small pool of their own
+/// (`reconcile`, the load tool's audit).
+#[derive(Clone, Args)]
+pub struct DatabaseUrl {
+    /// The database in the path is created at start-up when missing.
+    #[arg(id = "database_url", long = "database-url", env = "DATABASE_URL", default_value = DEFAULT_DATABASE_URL)]
+    url: String,
+}
+
+impl DatabaseUrl {
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+}
+
+impl std::fmt::Debug for DatabaseUrl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("DatabaseUrl").field(&without_password(&self.url)).finish()
+    }
+}
+
+/// MariaDB, and the pool a long-running process keeps (`hmdp serve`,
+/// `seed-users`, the lab).
+#[derive(Clone, Args)]
+pub struct DatabaseSettings {
+    /// The database in the path is created at start-up when missing.
+    #[arg(id = "database_url", long = "database-url", env = "DATABASE_URL", default_value = DEFAULT_DATABASE_URL)]
+    pub url: String,
+
+    #[arg(
+        id = "db_max_connections",
+        long = "db-max-connections",
+        env = "DB_MAX_CONNECTIONS",
+        default_value_t = DEFAULT_DB_MAX_CONNECTIONS,
+        value_parser = clap::value_parser!(u32).range(1..=10_000)
+    )]
+    pub max_connections: u32,
+}
+
+impl Default for DatabaseSettings {
+    fn default() -> Self {
+        Self { url: DEFAULT_DATABASE_URL.into(), max_connections: DEFAULT_DB_MAX_CONNECTIONS }
+    }
+}
+
+impl std::fmt::Debug for DatabaseSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DatabaseSettings")
+            .field("url", &without_password(&self.url))
+            .field("max_connections", &self.max_connections)
+            .finish()
+    }
+}
+
+/// A read-only replica, which only the service reads from.
+#[derive(Clone, Default, Args)]
+pub struct ReplicaSettings {
+    /// A read-only replica for the reads that may lag (the shop's voucher
+    /// list, a user's order list). Writes, and the order a buyer polls
+    /// right after ordering, keep to the primary.
+    #[arg(id = "database_read_url", long = "database-read-url", env = "DATABASE_READ_URL")]
+    pub read_url: Option<String>,
+}
+
+impl ReplicaSettings {
+    /// The replica's URL, when one is set: an empty `DATABASE_READ_URL`
+    /// (what a script that passes it through sets) means none.
+    pub fn url(&self) -> Option<&str> {
+        self.read_url.as_deref().map(str::trim).filter(|url| !url.is_empty())
+    }
+}
+
+impl std::fmt::Debug for ReplicaSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReplicaSettings").field("read_url", &self.read_url.as_deref().map(without_password)).finish()
+    }
+}
+
+/// Redis.
+#[derive(Clone, Args)]
+pub struct RedisSettings {
+    #[arg(id = "redis_url", long = "redis-url", env = "REDIS_URL", default_value = DEFAULT_REDIS_URL)]
+    pub url: String,
+
+    /// Comma-separated `host:port` of Redis Cluster nodes; when set, the
+    /// cluster is used instead of `REDIS_URL`.
+    #[arg(id = "redis_cluster_nodes", long = "redis-cluster-nodes", env = "REDIS_CLUSTER_NODES")]
+    pub cluster_nodes: Option<String>,
+
+    /// Prepended to every Redis key and channel. Empty in production (the
+    /// contract's key names); tests set it so they can share one Redis.
+    #[arg(id = "redis_key_prefix", long = "redis-key-prefix", env = "REDIS_KEY_PREFIX", default_value = "")]
+    pub key_prefix: String,
+}
+
+impl Default for RedisSettings {
+    fn default() -> Self {
+        Self { url: DEFAULT_REDIS_URL.into(), cluster_nodes: None, key_prefix: String::new() }
+    }
+}
+
+impl std::fmt::Debug for RedisSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisSettings")
+            .field("url", &without_password(&self.url))
+            .field("cluster_nodes", &self.cluster_nodes)
+            .field("key_prefix", &self.key_prefix)
+            .finish()
+    }
+}
