@@ -223,6 +223,10 @@ async fn the_shelf_route_answers_bad_input_in_the_envelope() {
 async fn wrong_admin_keys_are_slowed_to_ten_per_address_and_then_even_the_right_key_waits() {
     let app = TestApp::spawn().await;
     let body = seckill_body(10, BEGIN, END);
+    // Requests without any key guess nothing: refused, and not counted.
+    for _ in 0..20 {
+        expect_error(app.post_json("/voucher/seckill", None, &body).await, StatusCode::FORBIDDEN, "FORBIDDEN").await;
+    }
     for i in 0..10 {
         let wrong = format!("a-wrong-admin-key-guess-number-{i}");
         expect_error(app.post_json("/voucher/seckill", Some(&wrong), &body).await, StatusCode::FORBIDDEN, "FORBIDDEN")
@@ -233,6 +237,8 @@ async fn wrong_admin_keys_are_slowed_to_ten_per_address_and_then_even_the_right_
     let retry_after: u64 = refused.headers()["retry-after"].to_str().unwrap().parse().unwrap();
     assert!((1..=15 * 60).contains(&retry_after), "Retry-After {retry_after}");
     expect_error(refused, StatusCode::TOO_MANY_REQUESTS, "TOO_MANY_REQUESTS").await;
+    // A request without a key is still told it has none.
+    expect_error(app.post_json("/voucher/seckill", None, &body).await, StatusCode::FORBIDDEN, "FORBIDDEN").await;
     // Another client behind nginx (which sets X-Real-IP) is not held up.
     let other = app
         .client
@@ -318,4 +324,19 @@ async fn the_stock_route_answers_bad_input_in_the_envelope() {
     expect_ok(app.set_stock(voucher, json!(0)).await).await;
     let users = app.seed_users(1).await;
     expect_error(app.order(voucher, &users[0].1).await, StatusCode::CONFLICT, "SOLD_OUT").await;
+}
+
+/// The OpenAPI document says a path id is an `int64` from 0: the server
+/// agrees on both ends, and an integer written as a float is that integer.
+#[tokio::test]
+async fn ids_beyond_int64_are_a_400_and_integers_may_be_written_as_floats() {
+    let app = TestApp::spawn().await;
+    expect_ok(app.get("/voucher/list/9223372036854775807", None).await).await;
+    expect_error(app.get("/voucher/list/9223372036854775808", None).await, StatusCode::BAD_REQUEST, "VALIDATION").await;
+    expect_error(app.get("/voucher/list/-1", None).await, StatusCode::BAD_REQUEST, "VALIDATION").await;
+    let voucher = app.open_seckill(3).await;
+    let set = expect_ok(app.set_stock(voucher, json!(5.0)).await).await;
+    assert_eq!(set["data"]["stock"], 5);
+    expect_error(app.set_stock(voucher, json!(5.5)).await, StatusCode::BAD_REQUEST, "VALIDATION").await;
+    assert_eq!(app.stock_of(voucher).await, 5);
 }

@@ -86,7 +86,8 @@ pub(crate) fn protect<S: Clone + Send + Sync + 'static>(router: Router<S>) -> Ro
 #[derive(Deserialize, utoipa::IntoParams)]
 #[into_params(parameter_in = Query)]
 pub(crate) struct PhoneQuery {
-    /// 11 digits, e.g. 13800000000
+    /// A mainland mobile number: 11 digits, e.g. 13800000000
+    #[param(pattern = r"^1[3-9][0-9]{9}$")]
     phone: String,
 }
 
@@ -120,7 +121,11 @@ pub(crate) async fn send_code(
 
 #[derive(Deserialize, utoipa::ToSchema)]
 pub(crate) struct LoginForm {
+    /// A mainland mobile number: 11 digits, e.g. 13800000000
+    #[schema(pattern = r"^1[3-9][0-9]{9}$")]
     phone: String,
+    /// The 6 digits stored by `/user/code`.
+    #[schema(pattern = r"^[0-9]{6}$")]
     code: String,
 }
 

@@ -20,6 +20,21 @@ pub(crate) struct Path<T>(pub T);
 #[from_request(via(axum::extract::Query), rejection(ApiError))]
 pub(crate) struct Query<T>(pub T);
 
+/// A voucher's or a shop's id in a path: a non-negative 64-bit signed
+/// integer, as the OpenAPI document says (`int64`, minimum 0), so a client
+/// generated from it and the server agree on every value.
+#[derive(Debug, Clone, Copy, serde::Deserialize)]
+#[serde(try_from = "u64")]
+pub(crate) struct Id(pub u64);
+
+impl TryFrom<u64> for Id {
+    type Error = String;
+
+    fn try_from(id: u64) -> Result<Self, Self::Error> {
+        if i64::try_from(id).is_ok() { Ok(Self(id)) } else { Err(format!("an id is at most {}", i64::MAX)) }
+    }
+}
+
 /// The client, as per-address limits count it: `X-Real-IP` (nginx sets it,
 /// overwriting whatever a client sent) when the peer is a trusted proxy
 /// (`TRUSTED_PROXIES`), else the peer itself; anyone else's header is a

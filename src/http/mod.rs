@@ -11,6 +11,7 @@ pub(crate) mod health;
 pub(crate) mod idempotency;
 pub(crate) mod ratelimit;
 pub(crate) mod time;
+pub(crate) mod whole;
 
 mod course;
 mod metrics;

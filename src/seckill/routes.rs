@@ -15,10 +15,11 @@ use crate::{
     http::{
         ApiError, ApiResult, Reply,
         envelope::{Failure, Success},
-        extract::{Json, Path, Query},
+        extract::{Id, Json, Path, Query},
         failures::{BadPath, Unauthorized, Unavailable},
         idempotency::{Idempotency, IdempotencyKey},
         ratelimit::LocalUserLimiter,
+        whole,
     },
 };
 
@@ -69,8 +70,8 @@ where
 
 #[utoipa::path(post, path = "/voucher-order/seckill/{voucher_id}", tag = "order", security(("token" = [])),
     params(
-        ("voucher_id" = u64, Path, description = "the seckill voucher"),
-        ("Idempotency-Key" = Option<String>, Header, description = "up to 255 printable ASCII characters: a retry with the same key gets the first answer again (24 h), marked `Idempotent-Replayed: true`; answers 429, 5xx are not kept, so their retry runs again"),
+        ("voucher_id" = i64, Path, minimum = 0, description = "the seckill voucher"),
+        ("Idempotency-Key" = Option<String>, Header, min_length = 1, max_length = 255, pattern = "^[!-~]+$", description = "up to 255 printable ASCII characters: a retry with the same key gets the first answer again (24 h), marked `Idempotent-Replayed: true`; answers 429, 5xx are not kept, so their retry runs again"),
     ),
     responses(
         (status = 200, description = "the order id, a string (it does not fit a JavaScript number)", body = Success<String>),
@@ -86,7 +87,7 @@ pub(crate) async fn place_order(
     State(seckill): State<Seckill>,
     State(order_limit): State<LocalUserLimiter>,
     user: CurrentUser,
-    Path(voucher_id): Path<u64>,
+    Path(Id(voucher_id)): Path<Id>,
     idempotency: IdempotencyKey,
 ) -> Response {
     let caller = format!("user:{}", user.id);
@@ -124,7 +125,7 @@ async fn order(
 /// The order, for its owner only: anyone else gets the same 404 as for an
 /// order that does not exist.
 #[utoipa::path(get, path = "/voucher-order/{order_id}", tag = "order", security(("token" = [])),
-    params(("order_id" = String, Path, description = "the order id as returned by the order route")),
+    params(("order_id" = i64, Path, description = "the order id as returned by the order route (a string there)")),
     responses(
         (status = 200, description = "the order, with its state", body = Success<OrderView>),
         BadPath, Unauthorized,
@@ -144,6 +145,8 @@ pub(crate) async fn show_order(
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub(crate) struct PayForm {
     /// 1 balance, 2 Alipay, 3 WeChat.
+    #[schema(minimum = 1, maximum = 3)]
+    #[serde(deserialize_with = "whole::number")]
     pay_type: u8,
 }
 
@@ -151,7 +154,7 @@ pub(crate) struct PayForm {
 /// this is the state change a provider's confirmed callback would cause.
 /// Paying again with the same pay type answers the paid order again.
 #[utoipa::path(post, path = "/voucher-order/{order_id}/pay", tag = "order", security(("token" = [])),
-    params(("order_id" = String, Path, description = "the order id")), request_body = PayForm,
+    params(("order_id" = i64, Path, description = "the order id")), request_body = PayForm,
     responses(
         (status = 200, description = "the paid order", body = Success<OrderView>),
         (status = 400, description = "VALIDATION: payType is not 1, 2 or 3", body = Failure),
@@ -175,7 +178,7 @@ pub(crate) async fn pay_order(
 /// Cancels an unpaid order; its unit goes back on sale, and the user may
 /// buy the voucher again. Cancelling it again answers it again.
 #[utoipa::path(post, path = "/voucher-order/{order_id}/cancel", tag = "order", security(("token" = [])),
-    params(("order_id" = String, Path, description = "the order id")),
+    params(("order_id" = i64, Path, description = "the order id")),
     responses(
         (status = 200, description = "the cancelled order", body = Success<OrderView>),
         BadPath, Unauthorized,
@@ -194,7 +197,7 @@ pub(crate) async fn cancel_order(
 /// Refunds a paid, unused order at once (no provider to wait for); its unit
 /// goes back on sale, and the user may buy the voucher again.
 #[utoipa::path(post, path = "/voucher-order/{order_id}/refund", tag = "order", security(("token" = [])),
-    params(("order_id" = String, Path, description = "the order id")),
+    params(("order_id" = i64, Path, description = "the order id")),
     responses(
         (status = 200, description = "the refunded order", body = Success<OrderView>),
         BadPath, Unauthorized,
@@ -216,7 +219,11 @@ const MAX_PAGE_SIZE: u32 = 100;
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 #[into_params(parameter_in = Query)]
 pub(crate) struct PageQuery {
+    /// From 1 (the default).
+    #[param(value_type = Option<u64>, minimum = 1, maximum = 4294967295.0)]
     page: Option<u32>,
+    /// 1 to 100, 10 by default.
+    #[param(minimum = 1, maximum = 100)]
     page_size: Option<u32>,
 }
 

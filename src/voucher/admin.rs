@@ -46,13 +46,16 @@ where
         let Some(expected) = config.server.admin_key.as_deref() else {
             return Err(ApiError::Forbidden);
         };
+        // No key is no guess: refused at once, neither counted nor held up.
+        let Some(given) = parts.headers.get(ADMIN_KEY_HEADER).map(|v| v.as_bytes().to_vec()) else {
+            return Err(ApiError::Forbidden);
+        };
         let Ok(ClientAddr(addr)) = ClientAddr::from_request_parts(parts, state).await;
         let limiter = RateLimiter::from_ref(state);
         let (max, window) = (ADMIN_KEY_FAILURES_PER_ADDR, ADMIN_KEY_FAILURE_WINDOW);
         // Before the comparison: past the limit, even the right key waits,
         // so a guesser learns nothing from the answers meanwhile.
         limiter.check(FAILURES, &addr, Limit::per(max, window), REFUSAL).await?;
-        let given = parts.headers.get(ADMIN_KEY_HEADER).map(|v| v.as_bytes()).unwrap_or_default();
         // Constant time in the key's content; only its length can leak.
         if bool::from(given.ct_eq(expected.as_bytes())) {
             return Ok(Admin);

@@ -17,7 +17,7 @@ use axum::{
 use sqlx::MySqlPool;
 
 pub(crate) use admin::Admin;
-pub(crate) use model::{Invalid, VoucherForm, VoucherView};
+pub(crate) use model::{Invalid, OrdinaryVoucherSchema, SeckillVoucherSchema, VoucherForm, VoucherView};
 
 use crate::{
     config::{Config, TrustedProxies},
@@ -25,10 +25,11 @@ use crate::{
     http::{
         ApiError, ApiResult, Reply,
         envelope::{Done, Failure, Success},
-        extract::{Json, Path},
+        extract::{Id, Json, Path},
         failures::{BadPath, Forbidden, RateLimited, Unavailable},
         idempotency::{Idempotency, IdempotencyKey},
         ratelimit::RateLimiter,
+        whole,
     },
     seckill::{self, Seckill},
 };
@@ -63,6 +64,8 @@ where
 #[serde(deny_unknown_fields)]
 pub(crate) struct StatusForm {
     /// 1 on the shelf (sells), 2 off the shelf (does not sell, not listed).
+    #[schema(minimum = 1, maximum = 2)]
+    #[serde(deserialize_with = "whole::number")]
     status: u8,
 }
 
@@ -72,7 +75,7 @@ pub(crate) struct StatusForm {
 /// after it does), an asynchronous one in Redis, updated here once MariaDB
 /// has it. Idempotent: the same status again changes nothing.
 #[utoipa::path(put, path = "/voucher/{voucher_id}/status", tag = "voucher", security(("adminKey" = [])),
-    params(("voucher_id" = u64, Path, description = "the voucher")), request_body = StatusForm,
+    params(("voucher_id" = i64, Path, minimum = 0, description = "the voucher")), request_body = StatusForm,
     responses(
         (status = 200, description = "the status is set", body = Done),
         (status = 400, description = "VALIDATION: status is not 1 or 2", body = Failure),
@@ -83,7 +86,7 @@ pub(crate) async fn set_status(
     State(db): State<MySqlPool>,
     State(sales): State<Seckill>,
     _admin: Admin,
-    Path(voucher_id): Path<u64>,
+    Path(Id(voucher_id)): Path<Id>,
     Json(form): Json<StatusForm>,
 ) -> ApiResult<Reply<()>> {
     if !matches!(form.status, 1 | 2) {
@@ -101,6 +104,8 @@ pub(crate) async fn set_status(
 #[serde(deny_unknown_fields)]
 pub(crate) struct StockForm {
     /// Units for sale from now on, 0 to 2147483647.
+    #[schema(minimum = 0, maximum = 2147483647)]
+    #[serde(deserialize_with = "whole::number")]
     stock: i64,
 }
 
@@ -112,7 +117,7 @@ pub(crate) struct StockForm {
 /// voucher sells again at once on this instance, within a second on the
 /// others.
 #[utoipa::path(put, path = "/voucher/seckill/{voucher_id}/stock", tag = "voucher", security(("adminKey" = [])),
-    params(("voucher_id" = u64, Path, description = "the seckill voucher")), request_body = StockForm,
+    params(("voucher_id" = i64, Path, minimum = 0, description = "the seckill voucher")), request_body = StockForm,
     responses(
         (status = 200, description = "the stock is set", body = Success<seckill::StockSet>),
         (status = 400, description = "VALIDATION: stock missing, negative or too large", body = Failure),
@@ -122,7 +127,7 @@ pub(crate) struct StockForm {
 pub(crate) async fn set_stock(
     State(sales): State<Seckill>,
     _admin: Admin,
-    Path(voucher_id): Path<u64>,
+    Path(Id(voucher_id)): Path<Id>,
     Json(form): Json<StockForm>,
 ) -> ApiResult<Reply<seckill::StockSet>> {
     let stock = i32::try_from(form.stock)
@@ -135,7 +140,7 @@ pub(crate) async fn set_stock(
 /// The shop redeems a paid order (admin). Redeeming it again answers it
 /// again.
 #[utoipa::path(post, path = "/voucher-order/{order_id}/use", tag = "order", security(("adminKey" = [])),
-    params(("order_id" = String, Path, description = "the order id")),
+    params(("order_id" = i64, Path, description = "the order id")),
     responses(
         (status = 200, description = "the used order", body = Success<seckill::OrderView>),
         (status = 404, description = "NOT_FOUND: no such order", body = Failure),
@@ -150,8 +155,8 @@ pub(crate) async fn redeem_order(
     Ok(Reply::data(sales.redeem(order_id).await?))
 }
 
-#[utoipa::path(post, path = "/voucher", tag = "voucher", security(("adminKey" = [])), request_body = VoucherForm,
-    params(("Idempotency-Key" = Option<String>, Header, description = "a retry with the same key and body gets the first answer again (24 h) instead of a second voucher")),
+#[utoipa::path(post, path = "/voucher", tag = "voucher", security(("adminKey" = [])), request_body = OrdinaryVoucherSchema,
+    params(("Idempotency-Key" = Option<String>, Header, min_length = 1, max_length = 255, pattern = "^[!-~]+$", description = "a retry with the same key and body gets the first answer again (24 h) instead of a second voucher")),
     responses(
         (status = 200, description = "the new voucher's id", body = Success<u64>),
         (status = 400, description = "VALIDATION: a field missing, unknown or out of range", body = Failure),
@@ -177,9 +182,9 @@ pub(crate) async fn create_voucher(
 /// Both rows in one transaction: a seckill voucher never exists half-made.
 /// Once they are committed the answer is the id, whatever Redis says: a 503
 /// then would make the admin create the voucher twice.
-#[utoipa::path(post, path = "/voucher/seckill", tag = "voucher", security(("adminKey" = [])), request_body = VoucherForm,
+#[utoipa::path(post, path = "/voucher/seckill", tag = "voucher", security(("adminKey" = [])), request_body = SeckillVoucherSchema,
     description = "`stock`, `beginTime` and `endTime` are required here.",
-    params(("Idempotency-Key" = Option<String>, Header, description = "a retry with the same key and body gets the first answer again (24 h) instead of a second voucher")),
+    params(("Idempotency-Key" = Option<String>, Header, min_length = 1, max_length = 255, pattern = "^[!-~]+$", description = "a retry with the same key and body gets the first answer again (24 h) instead of a second voucher")),
     responses(
         (status = 200, description = "the new voucher's id", body = Success<u64>),
         (status = 400, description = "VALIDATION: a field missing, unknown or out of range, or the window ends before it begins", body = Failure),
@@ -215,14 +220,14 @@ fn fingerprint(form: &VoucherForm) -> String {
 }
 
 /// One query: the shop's vouchers on shelf, seckill fields joined in.
-#[utoipa::path(get, path = "/voucher/list/{shop_id}", tag = "voucher", params(("shop_id" = u64, Path, description = "the shop")),
+#[utoipa::path(get, path = "/voucher/list/{shop_id}", tag = "voucher", params(("shop_id" = i64, Path, minimum = 0, description = "the shop")),
     responses(
         (status = 200, description = "the shop's vouchers on shelf, seckill fields set for seckill vouchers", body = Success<Vec<VoucherView>>),
         BadPath, Unavailable,
     ))]
 pub(crate) async fn list_for_shop(
     State(ReadReplica(db)): State<ReadReplica>,
-    Path(shop_id): Path<u64>,
+    Path(Id(shop_id)): Path<Id>,
 ) -> ApiResult<Reply<Vec<VoucherView>>> {
     // A voucher created a moment ago may be missing from a lagging replica;
     // the list is a shop window, not a promise.
