@@ -12,6 +12,7 @@
 
 mod aftersale;
 mod audit;
+mod chaos;
 mod report;
 
 use std::{
@@ -115,6 +116,9 @@ struct Args {
     /// per request instead of an order; no voucher, no audit.
     #[arg(long, conflicts_with_all = ["stock", "voucher"])]
     ceiling: bool,
+    /// A chaos run (`--fault`): the sale under one fault, then the verdict.
+    #[command(flatten)]
+    chaos: chaos::ChaosArgs,
 }
 
 fn positive_rate(value: &str) -> Result<f64, String> {
@@ -171,6 +175,11 @@ async fn main() -> anyhow::Result<()> {
         args.throughput.map(|rate| format!(", at most {rate}/s")).unwrap_or_default()
     );
 
+    let locks_before = match &args.chaos.fault {
+        Some(_) => chaos::locks_lost(&client, &args.chaos.instances).await,
+        None => 0,
+    };
+    let injection = args.chaos.fault.is_some().then(|| chaos::inject(&args.chaos, client.clone()));
     let progress = tokio::spawn(show_progress(done.clone(), jobs.len()));
     let paced_from = Instant::now();
     let throughput = args.throughput;
@@ -333,15 +342,45 @@ async fn main() -> anyhow::Result<()> {
             "concurrency": args.concurrency,
             "rampUpSecs": args.ramp_up,
             "throughput": args.throughput,
-            "report": summary,
+            "report": &summary,
             "rowsLandedSecs": rows_landed.map(|at| (at - first_sent).as_secs_f64()),
-            "otherAnswers": others,
+            "otherAnswers": &others,
             "retried": retried,
-            "afterSale": after_sale,
-            "audit": audit,
+            "afterSale": &after_sale,
+            "audit": &audit,
         });
         std::fs::write(path, serde_json::to_string_pretty(&doc)?)
             .with_context(|| format!("writing {}", path.display()))?;
+    }
+    if let (Some(fault), Some(injection)) = (&args.chaos.fault, injection) {
+        let injection = injection.await?;
+        let users: Vec<&str> = tokens.iter().skip(1).map(|u| u.token.as_str()).collect();
+        let admin_key = args.admin_key.as_deref().unwrap_or_default();
+        let again = chaos::orders_again(&client, &args.chaos.instances, admin_key, &users).await;
+        let locks_lost = chaos::locks_lost(&client, &args.chaos.instances).await.saturating_sub(locks_before);
+        let run = chaos::Run {
+            mode: &args.chaos.mode,
+            fault,
+            fault_at: args.chaos.fault_at,
+            wall_secs: summary.wall_secs,
+            outcomes: summary
+                .rows
+                .iter()
+                .filter(|r| r.label != "TOTAL")
+                .map(|r| (r.label.clone(), r.samples))
+                .collect(),
+            others: &others,
+            retries: (args.retries > 0).then_some(retried),
+            after_sale: after_sale.as_ref(),
+            audit: &audit,
+            load_passed: audit.passed && after_sale.as_ref().is_none_or(aftersale::AfterSaleReport::passed),
+            injection: &injection,
+            orders_again: &again,
+            locks_lost,
+        };
+        let problems = run.report(args.chaos.table.as_deref(), args.chaos.problems.as_deref())?;
+        anyhow::ensure!(problems.is_empty(), "the chaos run found {} problem(s)", problems.len());
+        return Ok(());
     }
     anyhow::ensure!(audit.passed, "audit failed");
     anyhow::ensure!(

@@ -1,0 +1,506 @@
+//! A chaos run: the sale under one fault. The fault itself is injected by a
+//! command the caller names (`scripts/chaos` keeps the injectors and the
+//! stack, which are shell work); everything else is here: when the fault
+//! lands, whether every instance serves again and sells a fresh order, the
+//! lock holds lost, and the verdict on the run, strict as the table has
+//! always been. A run counts only when its fault showed it happened, and a
+//! sale that ended before its fault proves nothing.
+
+use std::{
+    collections::BTreeMap,
+    io::Write,
+    path::{Path, PathBuf},
+    time::{Duration, Instant},
+};
+
+use anyhow::Context;
+use serde_json::{Value, json};
+
+use crate::{aftersale::AfterSaleReport, audit::Audit};
+
+/// How long an instance may take to serve again once the fault is over.
+const RECOVERY: Duration = Duration::from_secs(5);
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct ChaosArgs {
+    /// A chaos run: the fault's name, for the table and its rules
+    /// (`instance-kill` may lose the answers of the process it kills, a
+    /// `-nowait` fault the orders no replica acknowledged).
+    #[arg(long)]
+    pub fault: Option<String>,
+    /// The command that injects the fault, run through `sh -c` this many
+    /// seconds after the first request (`--fault-at`); it exits 0 when the
+    /// fault happened, and what it prints shows it.
+    #[arg(long, requires = "fault")]
+    pub inject: Option<String>,
+    #[arg(long, default_value_t = 1.5)]
+    pub fault_at: f64,
+    /// The seckill mode the stack runs in, for the table and the Redis check.
+    #[arg(long, default_value = "sync")]
+    pub mode: String,
+    /// The instances that must serve again after the fault (host:port).
+    #[arg(long, value_delimiter = ',', default_value = "127.0.0.1:8081,127.0.0.1:8082")]
+    pub instances: Vec<String>,
+    /// The run's row is appended to this Markdown table, and what it found
+    /// wrong to this file.
+    #[arg(long)]
+    pub table: Option<PathBuf>,
+    #[arg(long)]
+    pub problems: Option<PathBuf>,
+}
+
+/// What the injection showed.
+#[derive(Debug, Clone)]
+pub struct Injection {
+    pub happened: bool,
+    pub evidence: String,
+    /// Every instance answered `/ready` within `RECOVERY` of the fault's end.
+    pub recovered: bool,
+}
+
+/// Starts the fault's clock: the command runs `fault_at` after now, and the
+/// instances are watched once it returns.
+pub fn inject(args: &ChaosArgs, client: reqwest::Client) -> tokio::task::JoinHandle<Injection> {
+    let (command, at, instances) =
+        (args.inject.clone().unwrap_or_default(), Duration::from_secs_f64(args.fault_at), args.instances.clone());
+    tokio::spawn(async move {
+        tokio::time::sleep(at).await;
+        let ran = tokio::process::Command::new("sh").arg("-c").arg(&command).output().await;
+        let (happened, evidence) = match ran {
+            Ok(out) => {
+                let said = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+                (
+                    out.status.success(),
+                    if said.is_empty() { String::from_utf8_lossy(&out.stderr).trim().to_owned() } else { said },
+                )
+            }
+            Err(err) => (false, format!("could not run {command:?}: {err}")),
+        };
+        eprintln!("fault: {}{evidence}", if happened { "" } else { "FAILED: " });
+        let recovered = serving_again(&client, &instances).await;
+        Injection { happened, evidence, recovered }
+    })
+}
+
+/// Every instance answers `/ready` within `RECOVERY`.
+async fn serving_again(client: &reqwest::Client, instances: &[String]) -> bool {
+    let deadline = Instant::now() + RECOVERY;
+    for instance in instances {
+        loop {
+            let ready = client.get(format!("http://{instance}/ready")).send().await;
+            if ready.is_ok_and(|r| r.status().is_success()) {
+                break;
+            }
+            if Instant::now() >= deadline {
+                return false;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    true
+}
+
+/// Lock holds lost so far, summed over the instances' `/metrics`.
+pub async fn locks_lost(client: &reqwest::Client, instances: &[String]) -> u64 {
+    let mut sum = 0;
+    for instance in instances {
+        if let Ok(answer) = client.get(format!("http://{instance}/metrics")).send().await
+            && let Ok(text) = answer.text().await
+        {
+            sum += sample(&text, "hmdp_lock_events_total", &[("event", "lost")]).unwrap_or(0.0) as u64;
+        }
+    }
+    sum
+}
+
+/// One sample of Prometheus' text format: the metric with exactly these
+/// labels among its own.
+fn sample(text: &str, metric: &str, labels: &[(&str, &str)]) -> Option<f64> {
+    text.lines().filter(|line| !line.starts_with('#')).find_map(|line| {
+        let (name_and_labels, value) = line.rsplit_once(' ')?;
+        let (name, rest) = match name_and_labels.split_once('{') {
+            Some((name, rest)) => (name, rest.strip_suffix('}')?),
+            None => (name_and_labels, ""),
+        };
+        if name != metric {
+            return None;
+        }
+        let have: Vec<(&str, &str)> = rest
+            .split(',')
+            .filter(|pair| !pair.is_empty())
+            .filter_map(|pair| {
+                let (k, v) = pair.split_once('=')?;
+                Some((k, v.trim_matches('"')))
+            })
+            .collect();
+        labels.iter().all(|wanted| have.contains(wanted)).then(|| value.parse().ok()).flatten()
+    })
+}
+
+/// After the sale: a fresh voucher sells one order on every instance that
+/// must serve (answering `/ready` is not taking orders). `Ok(())` or why not.
+pub async fn orders_again(
+    client: &reqwest::Client,
+    instances: &[String],
+    admin_key: &str,
+    tokens: &[&str],
+) -> Result<(), String> {
+    let now = chrono::Utc::now();
+    let body = json!({
+        "shopId": 1, "title": "chaos: orders again", "payValue": 1, "actualValue": 2, "type": 1, "stock": 5,
+        "beginTime": (now - chrono::Duration::minutes(1)).to_rfc3339(),
+        "endTime": (now + chrono::Duration::hours(1)).to_rfc3339(),
+    });
+    let first = instances.first().ok_or("no instance")?;
+    let created: Value = client
+        .post(format!("http://{first}/voucher/seckill"))
+        .header("x-admin-key", admin_key)
+        .json(&body)
+        .send()
+        .await
+        .map_err(|e| format!("creating a voucher: {e}"))?
+        .json()
+        .await
+        .map_err(|e| format!("creating a voucher: {e}"))?;
+    let voucher = created["data"].as_u64().ok_or(format!("creating a voucher answered {created}"))?;
+    for (instance, token) in instances.iter().zip(tokens) {
+        let answer = client
+            .post(format!("http://{instance}/voucher-order/seckill/{voucher}"))
+            .header("authorization", *token)
+            .send()
+            .await
+            .map_err(|e| format!("{instance}: {e}"))?;
+        let answer: Value = answer.json().await.map_err(|e| format!("{instance}: {e}"))?;
+        if answer["success"] != true {
+            return Err(format!("{instance}: {answer}"));
+        }
+    }
+    Ok(())
+}
+
+/// One run as the verdict sees it.
+pub struct Run<'a> {
+    pub mode: &'a str,
+    pub fault: &'a str,
+    pub fault_at: f64,
+    pub wall_secs: f64,
+    /// Outcomes by label, in the report's order.
+    pub outcomes: Vec<(String, u64)>,
+    /// Answers outside the expected outcomes, by status.
+    pub others: &'a BTreeMap<String, u64>,
+    /// Clients retried with an `Idempotency-Key` (and how many retries).
+    pub retries: Option<usize>,
+    pub after_sale: Option<&'a AfterSaleReport>,
+    pub audit: &'a Audit,
+    /// The load tool's own checks (the audit, the after-sale scenario).
+    pub load_passed: bool,
+    pub injection: &'a Injection,
+    pub orders_again: &'a Result<(), String>,
+    pub locks_lost: u64,
+}
+
+impl Run<'_> {
+    /// Everything the run did wrong; empty when it passes.
+    pub fn problems(&self) -> Vec<String> {
+        let mut problems = Vec::new();
+        let mut fail = |why: String| problems.push(why);
+        let a = self.audit;
+        // Clients that retry with a key are owed an answer even from a
+        // killed instance; without the replica wait, a master's death may
+        // take accepted orders: that loss is measured, not failed.
+        let killed = self.fault == "instance-kill" && self.retries.is_none();
+        let nowait = self.fault.ends_with("-nowait");
+        if !self.injection.happened {
+            fail(format!("the fault did not happen: {}", self.injection.evidence));
+        }
+        match self.after_sale {
+            Some(after) => {
+                if after.returned != after.expected_returned {
+                    fail(format!("{} units returned for {} expired orders", after.returned, after.expected_returned));
+                }
+                if after.second_wave_successes != after.returned.min(after.second_wave_users) {
+                    fail(format!(
+                        "the second wave bought {} of {} returned units",
+                        after.second_wave_successes, after.returned
+                    ));
+                }
+            }
+            None if self.wall_secs <= self.fault_at => {
+                fail(format!("the sale ({:.2} s) ended before the fault", self.wall_secs));
+            }
+            None => {}
+        }
+        if a.oversold != 0 || a.duplicate_pairs != 0 {
+            fail(format!("oversold {}, duplicate pairs {}", a.oversold, a.duplicate_pairs));
+        }
+        if !a.stock_plus_orders_is_initial || a.remaining_stock < 0 {
+            fail(format!(
+                "stock + orders != initial (stock {}, orders {}, initial {})",
+                a.remaining_stock, a.orders, a.initial_stock
+            ));
+        }
+        let (told, untold, unrep_lost) = match &a.answers {
+            Some(check) => (check.success_without_row, check.rows_told_failed, check.unreplicated_without_row),
+            None => {
+                fail("the answers were not checked against the rows".into());
+                (0, 0, 0)
+            }
+        };
+        if told > 0 && !nowait {
+            fail(format!("{told} success answers without their row"));
+        } else if untold > 0 && !killed {
+            fail(format!("{untold} rows whose user was not told success"));
+        }
+        let expected = a.success_answers as i64 - told as i64 + a.unreplicated_answers as i64 - unrep_lost as i64
+            + if killed { untold as i64 } else { 0 };
+        if a.new_orders != expected {
+            fail(format!(
+                "{} new orders for {} success answers and {} 202s ({expected} expected)",
+                a.new_orders, a.success_answers, a.unreplicated_answers
+            ));
+        }
+        if self.mode == "async" {
+            match &a.redis {
+                None => fail("Redis was not compared with MariaDB".into()),
+                Some(r)
+                    if !(r.pending_orders == 0
+                        && r.unacknowledged == 0
+                        && r.redis_stock == Some(r.db_stock)
+                        && r.redis_buyers == Some(r.db_buyers)
+                        && r.only_in_db.is_empty()
+                        && r.only_in_redis.is_empty()) =>
+                {
+                    fail(format!("Redis != MariaDB after the drain: {r:?}"));
+                }
+                Some(_) => {}
+            }
+        }
+        if a.unsold_unexplained {
+            fail(format!(
+                "{} units unsold to {} buyers with {} refusals to explain it",
+                a.remaining_stock, a.buyers, a.refusals_leaving_stock
+            ));
+        }
+        let broken: Vec<&String> = self.others.keys().filter(|k| !(killed && k.starts_with("HTTP 502"))).collect();
+        if broken.iter().any(|k| k.starts_with("HTTP 500") || k.contains("not an envelope")) {
+            fail(format!("answers outside the contract: {broken:?}"));
+        }
+        // A killed instance fails the tool's own audit by design, and so
+        // does a -nowait loss the rows show.
+        let excused = killed || (nowait && told > 0);
+        if !self.load_passed && !excused {
+            fail("the load tool's audit failed".into());
+        }
+        if !self.injection.recovered {
+            fail(format!("not serving within {} s of the fault", RECOVERY.as_secs()));
+        }
+        if let Err(why) = self.orders_again {
+            fail(format!("a fresh order did not succeed after the fault: {why}"));
+        }
+        problems
+    }
+
+    /// The run's row of the chaos table.
+    pub fn row(&self) -> String {
+        let a = self.audit;
+        let mut outcomes: Vec<String> =
+            self.outcomes.iter().filter(|(_, n)| *n > 0).map(|(label, n)| format!("{label} {n}")).collect::<Vec<_>>();
+        if !self.others.is_empty() {
+            let others: Vec<String> = self.others.iter().map(|(k, v)| format!("{k} {v}")).collect();
+            outcomes.push(format!("(other: {})", others.join(", ")));
+        }
+        let mut outcomes = outcomes.join(", ");
+        if let Some(after) = self.after_sale {
+            outcomes += &format!(
+                "; after the sale: {} paid, {} of {} returned (deadline to cancel max {} s), second wave {}",
+                after.paid,
+                after.returned,
+                after.expected_returned,
+                after.lag_max_secs.map_or("?".into(), |s| format!("{s}")),
+                after.second_wave_successes
+            );
+        }
+        let mode = match self.retries {
+            Some(n) => format!("{} (clients retry, {n} retries)", self.mode),
+            None => self.mode.to_owned(),
+        };
+        let (told, untold, unrep_lost) = a.answers.as_ref().map_or(("?".into(), "?".into(), 0), |c| {
+            (c.success_without_row.to_string(), c.rows_told_failed.to_string(), c.unreplicated_without_row)
+        });
+        let yes = |ok: bool| if ok { "yes" } else { "no" };
+        format!(
+            "| {mode} | {} | {:.2} s | {outcomes} | {} | {} | {told} | {} / {unrep_lost} | {untold} | {} | {} | {}, {} |",
+            self.fault,
+            self.wall_secs,
+            a.oversold,
+            a.duplicate_pairs,
+            a.unreplicated_answers,
+            a.remaining_stock,
+            self.locks_lost,
+            yes(self.injection.recovered),
+            yes(self.orders_again.is_ok()),
+        )
+    }
+
+    /// Prints the row, appends it to the table and the problems to their
+    /// file; returns the problems.
+    pub fn report(&self, table: Option<&Path>, problems_file: Option<&Path>) -> anyhow::Result<Vec<String>> {
+        let (row, problems) = (self.row(), self.problems());
+        println!("{row}");
+        if let Some(path) = table {
+            append(path, &format!("{row}\n"))?;
+        }
+        if !problems.is_empty() {
+            eprintln!("chaos run {} {}: {}", self.mode, self.fault, problems.join("; "));
+            if let Some(path) = problems_file {
+                append(path, &format!("{} {}: {}\n", self.mode, self.fault, problems.join("; ")))?;
+            }
+        }
+        Ok(problems)
+    }
+}
+
+fn append(path: &Path, text: &str) -> anyhow::Result<()> {
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .with_context(|| format!("opening {}", path.display()))?;
+    file.write_all(text.as_bytes()).with_context(|| format!("writing {}", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::{Injection, Run, sample};
+    use crate::audit::{AnswerCheck, Audit};
+
+    fn clean_audit() -> Audit {
+        Audit {
+            voucher_id: 7,
+            initial_stock: 4_000,
+            orders: 4_000,
+            remaining_stock: 0,
+            oversold: 0,
+            duplicate_pairs: 0,
+            stock_plus_orders_is_initial: true,
+            new_orders: 4_000,
+            success_answers: 4_000,
+            unreplicated_answers: 0,
+            redis: None,
+            answers: Some(AnswerCheck { success_without_row: 0, unreplicated_without_row: 0, rows_told_failed: 0 }),
+            buyers: 6_000,
+            refusals_leaving_stock: 0,
+            unsold_unexplained: false,
+            answers_outside_contract: 0,
+            passed: true,
+        }
+    }
+
+    fn happened() -> Injection {
+        Injection { happened: true, evidence: "12 connections killed".into(), recovered: true }
+    }
+
+    fn verdict(audit: &Audit, injection: &Injection, wall_secs: f64) -> Vec<String> {
+        let others = BTreeMap::new();
+        let again = Ok(());
+        Run {
+            mode: "sync",
+            fault: "db-kill",
+            fault_at: 0.5,
+            wall_secs,
+            outcomes: vec![("SUCCESS".into(), 4_000), ("SOLD_OUT".into(), 2_000)],
+            others: &others,
+            retries: None,
+            after_sale: None,
+            audit,
+            load_passed: audit.passed,
+            injection,
+            orders_again: &again,
+            locks_lost: 0,
+        }
+        .problems()
+    }
+
+    #[test]
+    fn a_clean_sale_under_a_fault_that_happened_passes() {
+        assert_eq!(verdict(&clean_audit(), &happened(), 2.4), Vec::<String>::new());
+    }
+
+    #[test]
+    fn an_undersold_sale_fails() {
+        let mut audit = clean_audit();
+        // 300 units left while buyers were told SOLD_OUT, with nothing that
+        // explains it (the audit's own finding).
+        audit.remaining_stock = 300;
+        audit.orders = 3_700;
+        audit.new_orders = 3_700;
+        audit.success_answers = 3_700;
+        audit.unsold_unexplained = true;
+        audit.passed = false;
+        let problems = verdict(&audit, &happened(), 2.4);
+        assert!(problems.iter().any(|p| p.contains("300 units unsold")), "{problems:?}");
+    }
+
+    #[test]
+    fn a_fault_that_did_nothing_fails_even_when_the_sale_was_clean() {
+        let nothing = Injection {
+            happened: false,
+            evidence: "no connection of database hmdp was killed".into(),
+            recovered: true,
+        };
+        let problems = verdict(&clean_audit(), &nothing, 2.4);
+        assert_eq!(problems, ["the fault did not happen: no connection of database hmdp was killed"]);
+    }
+
+    #[test]
+    fn a_sale_over_before_its_fault_proves_nothing() {
+        let problems = verdict(&clean_audit(), &happened(), 0.4);
+        assert!(problems.iter().any(|p| p.contains("ended before the fault")), "{problems:?}");
+    }
+
+    #[test]
+    fn a_success_without_its_row_fails_and_an_instance_kill_may_lose_only_answers() {
+        let mut audit = clean_audit();
+        audit.answers = Some(AnswerCheck { success_without_row: 2, unreplicated_without_row: 0, rows_told_failed: 0 });
+        audit.new_orders = 3_998;
+        let problems = verdict(&audit, &happened(), 2.4);
+        assert!(problems.iter().any(|p| p.contains("2 success answers without their row")), "{problems:?}");
+
+        // SIGKILL takes the answers of the process along: rows whose user
+        // was not told success are that, and nothing else may go.
+        let mut audit = clean_audit();
+        audit.answers = Some(AnswerCheck { success_without_row: 0, unreplicated_without_row: 0, rows_told_failed: 5 });
+        audit.success_answers = 3_995;
+        audit.passed = false;
+        let (others, again) = (BTreeMap::from([("HTTP 502 not an envelope".to_owned(), 5)]), Ok(()));
+        let run = Run {
+            mode: "sync",
+            fault: "instance-kill",
+            fault_at: 0.5,
+            wall_secs: 2.4,
+            outcomes: vec![],
+            others: &others,
+            retries: None,
+            after_sale: None,
+            audit: &audit,
+            load_passed: false,
+            injection: &happened(),
+            orders_again: &again,
+            locks_lost: 3,
+        };
+        assert_eq!(run.problems(), Vec::<String>::new());
+        assert!(run.row().starts_with("| sync | instance-kill | 2.40 s |"), "{}", run.row());
+    }
+
+    #[test]
+    fn a_lock_metric_is_read_by_its_labels() {
+        let text = "# TYPE hmdp_lock_events_total counter\n\
+                    hmdp_lock_events_total{event=\"acquired\"} 120\n\
+                    hmdp_lock_events_total{event=\"lost\"} 3\n\
+                    hmdp_lock_events_total_other 9\n";
+        assert_eq!(sample(text, "hmdp_lock_events_total", &[("event", "lost")]), Some(3.0));
+        assert_eq!(sample(text, "hmdp_lock_events_total", &[("event", "renewed")]), None);
+    }
+}
