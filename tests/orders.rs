@@ -11,17 +11,6 @@ use chrono::{Duration as ChronoDuration, Utc};
 use common::{OrderPath, TestApp, expect_error, expect_ok, tally};
 use reqwest::StatusCode;
 
-async fn order_ids_of(app: &TestApp, voucher: u64) -> BTreeSet<String> {
-    sqlx::query_scalar::<_, i64>("SELECT id FROM tb_voucher_order WHERE voucher_id = ?")
-        .bind(voucher)
-        .fetch_all(&app.db)
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|id| id.to_string())
-        .collect()
-}
-
 on_every_path!(
     two_thousand_users_racing_for_five_hundred_get_exactly_five_hundred_orders,
     one_user_firing_fifty_concurrent_orders_gets_exactly_one,
@@ -52,7 +41,7 @@ async fn two_thousand_users_racing_for_five_hundred_get_exactly_five_hundred_ord
     assert_eq!(app.stock_of(voucher).await, 0);
     assert_eq!(app.orders_of(voucher).await, (500, 500), "(orders, distinct users)");
     let answered: BTreeSet<String> = outcomes.iter().filter_map(|o| o.order_id.clone()).collect();
-    assert_eq!(order_ids_of(&app, voucher).await, answered, "every success answer has its row, and only those");
+    assert_eq!(app.order_ids_of(voucher).await, answered, "every success answer has its row, and only those");
 }
 
 async fn one_user_firing_fifty_concurrent_orders_gets_exactly_one(path: OrderPath) {

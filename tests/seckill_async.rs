@@ -11,7 +11,7 @@ use std::{
 
 use chrono::{Duration as ChronoDuration, Utc};
 use common::{TestApp, expect_error, expect_ok, tally};
-use hmdp::{config::SeckillMode, seckill::Reconciliation};
+use hmdp::config::SeckillMode;
 use redis::AsyncCommands;
 use reqwest::StatusCode;
 
@@ -39,34 +39,6 @@ async fn refuse_orders_of(app: &TestApp, user: u64) {
     .execute(&app.db)
     .await
     .unwrap();
-}
-
-async fn reconcile(app: &TestApp, voucher: u64) -> Reconciliation {
-    hmdp::seckill::reconcile(&app.db, &mut app.redis.clone(), &app.keys, voucher).await.unwrap()
-}
-
-/// Waits until every accepted order is persisted or dead-lettered.
-async fn drained(app: &TestApp, voucher: u64, within: Duration) -> Reconciliation {
-    let started = Instant::now();
-    loop {
-        let report = reconcile(app, voucher).await;
-        if report.drained() {
-            return report;
-        }
-        assert!(started.elapsed() < within, "not drained within {within:?}: {}", report.render());
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
-async fn order_ids_of(app: &TestApp, voucher: u64) -> BTreeSet<String> {
-    sqlx::query_scalar::<_, i64>("SELECT id FROM tb_voucher_order WHERE voucher_id = ?")
-        .bind(voucher)
-        .fetch_all(&app.db)
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|id| id.to_string())
-        .collect()
 }
 
 async fn state_of(app: &TestApp, order_id: &str, token: &str) -> String {
@@ -99,7 +71,7 @@ async fn an_order_is_pending_until_its_row_lands_then_confirmed() {
     .await;
 
     held.rollback().await.unwrap();
-    drained(&app, voucher, Duration::from_secs(10)).await;
+    app.drained(voucher, Duration::from_secs(10)).await;
     assert_eq!(state_of(&app, &order_id, &token).await, "CONFIRMED");
 }
 
@@ -118,7 +90,7 @@ async fn a_poison_order_is_dead_lettered_and_compensated_while_the_rest_of_its_b
     assert_eq!(tally(&outcomes).get("OK"), Some(&10), "all accepted: {outcomes:?}");
     held.rollback().await.unwrap();
 
-    let report = drained(&app, voucher, Duration::from_secs(15)).await;
+    let report = app.drained(voucher, Duration::from_secs(15)).await;
     assert!(report.agrees(), "{}", report.render());
     assert_eq!(report.dead_letters, 1);
     assert_eq!(report.redis_stock, Some(11), "the poisoned order's unit went back");
@@ -161,7 +133,7 @@ async fn keys_deleted_mid_sale_are_rebuilt_from_mariadb_once_without_an_oversell
     assert_eq!(counts.get("SOLD_OUT"), Some(&50), "{counts:?}");
     held.rollback().await.unwrap();
 
-    let report = drained(&app, voucher, Duration::from_secs(15)).await;
+    let report = app.drained(voucher, Duration::from_secs(15)).await;
     assert!(report.agrees(), "{}", report.render());
     assert_eq!(app.orders_of(voucher).await, (100, 100));
     assert_eq!(app.stock_of(voucher).await, 0);
@@ -227,13 +199,13 @@ async fn entries_of_an_instance_killed_mid_batch_are_taken_over_by_the_other_and
         })
         .await;
     held.rollback().await.unwrap();
-    let report = drained(&survivor, voucher, Duration::from_secs(15)).await;
+    let report = survivor.drained(voucher, Duration::from_secs(15)).await;
     assert!(report.agrees(), "{}", report.render());
     assert_eq!(report.dead_letters, 0);
     assert_eq!(app.orders_of(voucher).await, (20, 20), "nothing lost, nothing twice");
     assert_eq!(app.stock_of(voucher).await, 10);
     let answered: BTreeSet<String> = outcomes.iter().filter_map(|o| o.order_id.clone()).collect();
-    assert_eq!(order_ids_of(&app, voucher).await, answered);
+    assert_eq!(app.order_ids_of(voucher).await, answered);
 }
 
 #[tokio::test]
@@ -260,7 +232,7 @@ async fn an_order_whose_script_answer_is_lost_to_a_stalled_redis_is_answered_by_
     );
     let order_id = placed["data"].as_str().unwrap().to_owned();
 
-    let report = drained(&app, voucher, Duration::from_secs(15)).await;
+    let report = app.drained(voucher, Duration::from_secs(15)).await;
     assert!(report.agrees(), "{}", report.render());
     assert_eq!(app.orders_of(voucher).await, (1, 1), "accepted once");
     let row: Option<u64> = sqlx::query_scalar("SELECT user_id FROM tb_voucher_order WHERE id = ?")
@@ -297,7 +269,7 @@ async fn a_new_voucher_ignores_keys_another_database_left_under_its_id() {
     for (_, token) in &users {
         expect_ok(app.order(voucher, token).await).await;
     }
-    let report = drained(&app, voucher, Duration::from_secs(10)).await;
+    let report = app.drained(voucher, Duration::from_secs(10)).await;
     assert!(report.agrees(), "{}", report.render());
     assert_eq!(app.orders_of(voucher).await, (3, 3), "its own three buyers, and no stale order");
     assert_eq!(app.stock_of(voucher).await, 0);
@@ -329,11 +301,11 @@ async fn an_order_no_replica_acknowledges_in_time_is_answered_202_with_its_id_an
     assert_eq!(counts.get("SOLD_OUT"), Some(&2), "{counts:?}");
 
     // Accepted is accepted: every one of them becomes its row.
-    let report = drained(&app, voucher, Duration::from_secs(20)).await;
+    let report = app.drained(voucher, Duration::from_secs(20)).await;
     assert!(report.agrees(), "{}", report.render());
     let mut answered: BTreeSet<String> = outcomes.iter().filter_map(|o| o.order_id.clone()).collect();
     answered.insert(id.clone());
-    assert_eq!(order_ids_of(&app, voucher).await, answered);
+    assert_eq!(app.order_ids_of(voucher).await, answered);
     assert_eq!(state_of(&app, &id, &users[0].1).await, "CONFIRMED");
 }
 
@@ -360,7 +332,7 @@ async fn an_accepted_order_whose_id_another_order_holds_is_dead_lettered_not_tak
     let (a, (b, b_token)) = (&users[0], (users[1].0, &users[1].1));
     let placed = expect_ok(app.order(voucher, &a.1).await).await;
     let taken_id = placed["data"].as_str().unwrap().to_owned();
-    drained(&app, voucher, Duration::from_secs(10)).await;
+    app.drained(voucher, Duration::from_secs(10)).await;
 
     // What the order script does when it accepts an order, for B under A's id.
     let sk = app.keys.seckill(voucher);
@@ -383,7 +355,7 @@ async fn an_accepted_order_whose_id_another_order_holds_is_dead_lettered_not_tak
         .await
         .unwrap();
 
-    let report = drained(&app, voucher, Duration::from_secs(20)).await;
+    let report = app.drained(voucher, Duration::from_secs(20)).await;
     assert!(report.agrees(), "B's unit is back in Redis: {}", report.render());
     assert_eq!(state_of(&app, &taken_id, b_token).await, "FAILED", "B is told the order failed");
     assert_eq!(state_of(&app, &taken_id, &a.1).await, "CONFIRMED", "A's order is untouched");
@@ -404,9 +376,9 @@ async fn orders_of_a_loaded_voucher_missing_from_the_active_set_are_persisted_on
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert_eq!(app.orders_of(voucher).await, (0, 0), "nobody reads an unregistered voucher's stream");
 
-    let first = reconcile(&app, voucher).await;
+    let first = app.reconcile(voucher).await;
     assert!(first.reregistered, "{}", first.render());
-    let report = drained(&app, voucher, Duration::from_secs(10)).await;
+    let report = app.drained(voucher, Duration::from_secs(10)).await;
     assert!(report.agrees(), "{}", report.render());
     assert!(!report.reregistered, "registered once");
     assert_eq!(app.orders_of(voucher).await, (2, 2));
@@ -438,7 +410,7 @@ async fn an_order_whose_lost_call_runs_after_its_deadline_is_answered_accepted_n
     );
     let order_id: i64 = placed["data"].as_str().unwrap().parse().unwrap();
 
-    let report = drained(&app, voucher, Duration::from_secs(15)).await;
+    let report = app.drained(voucher, Duration::from_secs(15)).await;
     assert!(report.agrees(), "{}", report.render());
     let row: Option<u64> = sqlx::query_scalar("SELECT user_id FROM tb_voucher_order WHERE id = ?")
         .bind(order_id)
@@ -460,7 +432,7 @@ async fn stock_lowered_by_hand_is_learned_by_redis_and_later_buyers_are_told_sol
     let users = app.seed_users(31).await;
     let tokens: Vec<&str> = users.iter().map(|(_, t)| t.as_str()).collect();
     expect_ok(app.order(voucher, tokens[0]).await).await;
-    drained(&app, voucher, Duration::from_secs(10)).await;
+    app.drained(voucher, Duration::from_secs(10)).await;
     sqlx::query("UPDATE tb_seckill_voucher SET stock = 4 WHERE voucher_id = ?")
         .bind(voucher)
         .execute(&app.db)
@@ -470,7 +442,7 @@ async fn stock_lowered_by_hand_is_learned_by_redis_and_later_buyers_are_told_sol
     let outcomes = app.order_all(voucher, &tokens[1..30]).await;
     let accepted = tally(&outcomes).get("OK").copied().unwrap_or(0);
     assert!((4..=9).contains(&accepted), "Redis had 9 to sell, MariaDB 4: {:?}", tally(&outcomes));
-    let report = drained(&app, voucher, Duration::from_secs(20)).await;
+    let report = app.drained(voucher, Duration::from_secs(20)).await;
     assert_eq!(app.orders_of(voucher).await, (5, 5), "the first order and the four MariaDB had");
     assert_eq!(app.stock_of(voucher).await, 0);
     assert_eq!(report.redis_stock, Some(0), "Redis follows the row: {}", report.render());
@@ -507,7 +479,7 @@ async fn the_stock_route_mid_sale_keeps_the_pending_orders_and_sells_exactly_the
     let counts = tally(&rest);
     assert_eq!(counts.get("OK"), Some(&2), "{counts:?}");
     assert_eq!(counts.get("SOLD_OUT"), Some(&8), "{counts:?}");
-    let report = drained(&app, voucher, Duration::from_secs(15)).await;
+    let report = app.drained(voucher, Duration::from_secs(15)).await;
     assert_eq!(report.dead_letters, 0, "no accepted order lost its unit: {}", report.render());
     assert!(report.agrees(), "{}", report.render());
     assert_eq!(app.orders_of(voucher).await, (5, 5));
@@ -527,7 +499,7 @@ async fn a_pending_order_is_named_by_a_duplicate_and_listed_by_mine() {
     let mut persisted = Vec::new();
     for voucher in [older, old] {
         persisted.push(expect_ok(app.order(voucher, token).await).await["data"].as_str().unwrap().to_owned());
-        drained(&app, voucher, Duration::from_secs(10)).await;
+        app.drained(voucher, Duration::from_secs(10)).await;
     }
 
     let voucher = app.open_seckill(5).await;
@@ -559,7 +531,7 @@ async fn a_pending_order_is_named_by_a_duplicate_and_listed_by_mine() {
     assert_eq!(second["data"].as_array().unwrap().len(), 1);
 
     held.rollback().await.unwrap();
-    drained(app, voucher, Duration::from_secs(10)).await;
+    app.drained(voucher, Duration::from_secs(10)).await;
     let after = expect_ok(page(1).await).await;
     assert_eq!(after["total"], 3, "counted once after its row landed: {after}");
     assert_eq!(after["data"][0]["id"].as_str(), Some(pending.as_str()));
@@ -703,7 +675,7 @@ async fn keys_made_for_another_voucher_under_the_same_id_are_wiped_and_loaded_ag
     let stale_buyer: bool = redis.sismember(&sk.buyers, 777_u64).await.unwrap();
     let stale_pending: bool = redis.hexists(&sk.pending, 123_i64).await.unwrap();
     assert!(!stale_buyer && !stale_pending, "the other voucher's buyers and pending orders are gone");
-    let report = drained(&app, voucher, Duration::from_secs(10)).await;
+    let report = app.drained(voucher, Duration::from_secs(10)).await;
     assert!(report.agrees(), "{}", report.render());
     assert_eq!(app.orders_of(voucher).await, (5, 5));
 }

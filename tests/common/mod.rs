@@ -199,6 +199,18 @@ impl TestApp {
         audit::stock_of(&self.db, voucher_id).await
     }
 
+    /// The ids of the voucher's order rows, as the API writes them.
+    pub async fn order_ids_of(&self, voucher: u64) -> std::collections::BTreeSet<String> {
+        sqlx::query_scalar::<_, i64>("SELECT id FROM tb_voucher_order WHERE voucher_id = ?")
+            .bind(voucher)
+            .fetch_all(&self.db)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|id| id.to_string())
+            .collect()
+    }
+
     /// (orders for the voucher, distinct users among them)
     pub async fn orders_of(&self, voucher_id: u64) -> (i64, i64) {
         audit::orders_of(&self.db, voucher_id).await

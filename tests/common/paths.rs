@@ -46,31 +46,29 @@ impl OrderPath {
     }
 }
 
+/// One behaviour as a module of that name, with one test per path named.
+#[macro_export]
+macro_rules! behaviour_on {
+    ($behaviour:ident: $($test:ident => $path:ident),+) => {
+        mod $behaviour {
+            use $crate::common::OrderPath;
+
+            $(
+                #[tokio::test]
+                async fn $test() {
+                    super::$behaviour(OrderPath::$path).await
+                }
+            )+
+        }
+    };
+}
+
 /// `on_every_path!(behaviour, ...)`: for each `async fn behaviour(OrderPath)`
 /// a module of that name with one test per path.
 #[macro_export]
 macro_rules! on_every_path {
     ($($behaviour:ident),+ $(,)?) => {
-        $(
-            mod $behaviour {
-                use $crate::common::OrderPath;
-
-                #[tokio::test]
-                async fn grouped() {
-                    super::$behaviour(OrderPath::Grouped).await
-                }
-
-                #[tokio::test]
-                async fn one_transaction() {
-                    super::$behaviour(OrderPath::OneTransaction).await
-                }
-
-                #[tokio::test]
-                async fn asynchronous() {
-                    super::$behaviour(OrderPath::Async).await
-                }
-            }
-        )+
+        $( $crate::behaviour_on!($behaviour: grouped => Grouped, one_transaction => OneTransaction, asynchronous => Async); )+
     };
 }
 
@@ -79,20 +77,6 @@ macro_rules! on_every_path {
 #[macro_export]
 macro_rules! on_both_sync_paths {
     ($($behaviour:ident),+ $(,)?) => {
-        $(
-            mod $behaviour {
-                use $crate::common::OrderPath;
-
-                #[tokio::test]
-                async fn grouped() {
-                    super::$behaviour(OrderPath::Grouped).await
-                }
-
-                #[tokio::test]
-                async fn one_transaction() {
-                    super::$behaviour(OrderPath::OneTransaction).await
-                }
-            }
-        )+
+        $( $crate::behaviour_on!($behaviour: grouped => Grouped, one_transaction => OneTransaction); )+
     };
 }
