@@ -13,6 +13,7 @@
 mod aftersale;
 mod audit;
 mod chaos;
+mod cpu;
 mod report;
 
 use std::{
@@ -116,6 +117,12 @@ struct Args {
     /// per request instead of an order; no voucher, no audit.
     #[arg(long, conflicts_with_all = ["stock", "voucher"])]
     ceiling: bool,
+    /// Server processes whose CPU the run is charged (`NAME=PID,PID...`,
+    /// repeated): user + system time from before the first request until
+    /// the rows landed, per request sent. `scripts/bench-cpu` passes the
+    /// instances, nginx, Redis and MariaDB.
+    #[arg(long = "cpu", value_parser = cpu::parse_group)]
+    cpu: Vec<cpu::Group>,
     /// A chaos run (`--fault`): the sale under one fault, then the verdict.
     #[command(flatten)]
     chaos: chaos::ChaosArgs,
@@ -180,6 +187,7 @@ async fn main() -> anyhow::Result<()> {
         None => 0,
     };
     let injection = args.chaos.fault.is_some().then(|| chaos::inject(&args.chaos, client.clone()));
+    let cpu_before = cpu::sample(&args.cpu);
     let progress = tokio::spawn(show_progress(done.clone(), jobs.len()));
     let paced_from = Instant::now();
     let throughput = args.throughput;
@@ -247,9 +255,13 @@ async fn main() -> anyhow::Result<()> {
 
     let summary = recorder.summary();
     let Some(before) = before else {
+        let cpu = cpu::per_request(&cpu_before, &cpu::sample(&args.cpu), jobs.len() as u64);
         println!("{}", report::render(&summary));
+        if !cpu.is_empty() {
+            println!("{}", cpu::render(&cpu));
+        }
         if let Some(path) = &args.json {
-            let doc = json!({ "ceiling": url, "users": tokens.len(), "requests": jobs.len(), "concurrency": args.concurrency, "report": summary });
+            let doc = json!({ "ceiling": url, "users": tokens.len(), "requests": jobs.len(), "concurrency": args.concurrency, "report": summary, "cpu": cpu });
             std::fs::write(path, serde_json::to_string_pretty(&doc)?)
                 .with_context(|| format!("writing {}", path.display()))?;
         }
@@ -296,6 +308,8 @@ async fn main() -> anyhow::Result<()> {
         }
         _ => None,
     };
+    // Every order's cost is in: answered, persisted, drained.
+    let cpu = cpu::per_request(&cpu_before, &cpu::sample(&args.cpu), jobs.len() as u64);
     let after = audit::Snapshot::read(&db, voucher).await?;
     let stock_added = match &args.stock_delta_file {
         Some(path) => read_stock_deltas(path)?,
@@ -330,6 +344,9 @@ async fn main() -> anyhow::Result<()> {
         ),
     }
     println!("{}", audit.render());
+    if !cpu.is_empty() {
+        println!("{}", cpu::render(&cpu));
+    }
     if let Some(report) = &after_sale {
         println!("{}", report.render());
     }
@@ -348,6 +365,7 @@ async fn main() -> anyhow::Result<()> {
             "retried": retried,
             "afterSale": &after_sale,
             "audit": &audit,
+            "cpu": &cpu,
         });
         std::fs::write(path, serde_json::to_string_pretty(&doc)?)
             .with_context(|| format!("writing {}", path.display()))?;
