@@ -20,6 +20,7 @@ on_every_path!(
     a_sold_out_voucher_answers_sold_out,
     a_duplicate_answer_names_the_order_held_and_mine_lists_the_orders_newest_first,
     an_unknown_voucher_is_remembered_so_a_flood_of_it_does_not_reach_mariadb,
+    a_new_voucher_ignores_keys_another_database_left_under_its_id,
 );
 
 async fn two_thousand_users_racing_for_five_hundred_get_exactly_five_hundred_orders(path: OrderPath) {
@@ -187,4 +188,40 @@ async fn an_unknown_voucher_is_remembered_so_a_flood_of_it_does_not_reach_mariad
     // With MariaDB gone, only the memory can answer.
     app.db.close().await;
     expect_error(app.order(424_242, &token).await, StatusCode::NOT_FOUND, "NOT_FOUND").await;
+}
+
+/// A Redis that outlived its database: keys under the id a new voucher
+/// gets belong to another voucher, in either mode.
+async fn a_new_voucher_ignores_keys_another_database_left_under_its_id(path: OrderPath) {
+    let app = TestApp::spawn_on(path).await;
+    let last: Option<u64> = sqlx::query_scalar("SELECT MAX(id) FROM tb_voucher").fetch_one(&app.db).await.unwrap();
+    let next = last.unwrap_or(0) + 1;
+    // What a sold-out sale of another database left under that id: no
+    // stock, a buyer, and an order still pending in its stream.
+    let sk = app.keys.seckill(next);
+    let mut redis = app.redis.clone();
+    let far = chrono::Utc::now().timestamp_millis() + 3_600_000;
+    redis::pipe()
+        .set(&sk.stock, 0)
+        .hset_multiple(&sk.window, &[("begin", 0), ("end", far)])
+        .sadd(&sk.buyers, &[0u64, 999_999])
+        .hset(&sk.pending, 424_242, "999999:1")
+        .xadd(&sk.orders, "*", &[("id", "424242"), ("userId", "999999"), ("voucherId", "1"), ("ts", "1")])
+        .exec_async(&mut redis)
+        .await
+        .unwrap();
+
+    let voucher = app.open_seckill(3).await;
+    assert_eq!(voucher, next, "the voucher got the id the stale keys were left under");
+    let users = app.seed_users(3).await;
+    for (_, token) in &users {
+        expect_ok(app.order(voucher, token).await).await;
+    }
+    if app.settled(path, voucher).await.is_none() {
+        // The synchronous mode keeps nothing of a voucher in Redis: the
+        // stale keys are gone, so nothing there disagrees with MariaDB.
+        assert_eq!(app.reconcile(voucher).await.redis_stock, None, "the stale keys are gone");
+    }
+    assert_eq!(app.orders_of(voucher).await, (3, 3), "its own three buyers, and no stale order");
+    assert_eq!(app.stock_of(voucher).await, 0);
 }

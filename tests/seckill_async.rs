@@ -244,38 +244,6 @@ async fn an_order_whose_script_answer_is_lost_to_a_stalled_redis_is_answered_by_
 }
 
 #[tokio::test]
-async fn a_new_voucher_ignores_keys_another_database_left_under_its_id() {
-    let app = async_app().await;
-    let last: Option<u64> = sqlx::query_scalar("SELECT MAX(id) FROM tb_voucher").fetch_one(&app.db).await.unwrap();
-    let next = last.unwrap_or(0) + 1;
-    // What a sold-out sale of another database left under that id: no
-    // stock, a buyer, and an order still pending in its stream.
-    let sk = app.keys.seckill(next);
-    let mut redis = app.redis.clone();
-    let far = chrono::Utc::now().timestamp_millis() + 3_600_000;
-    redis::pipe()
-        .set(&sk.stock, 0)
-        .hset_multiple(&sk.window, &[("begin", 0), ("end", far)])
-        .sadd(&sk.buyers, &[0u64, 999_999])
-        .hset(&sk.pending, 424_242, "999999:1")
-        .xadd(&sk.orders, "*", &[("id", "424242"), ("userId", "999999"), ("voucherId", "1"), ("ts", "1")])
-        .exec_async(&mut redis)
-        .await
-        .unwrap();
-
-    let voucher = app.open_seckill(3).await;
-    assert_eq!(voucher, next, "the voucher got the id the stale keys were left under");
-    let users = app.seed_users(3).await;
-    for (_, token) in &users {
-        expect_ok(app.order(voucher, token).await).await;
-    }
-    let report = app.drained(voucher, Duration::from_secs(10)).await;
-    assert!(report.agrees(), "{}", report.render());
-    assert_eq!(app.orders_of(voucher).await, (3, 3), "its own three buyers, and no stale order");
-    assert_eq!(app.stock_of(voucher).await, 0);
-}
-
-#[tokio::test]
 async fn an_order_no_replica_acknowledges_in_time_is_answered_202_with_its_id_and_is_still_persisted() {
     // No setup here has eight replicas: every WAIT runs out its 50 ms.
     let app = TestApp::spawn_with(|c| {

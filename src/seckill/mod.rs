@@ -24,6 +24,7 @@ mod order;
 mod parts;
 pub(crate) mod routes;
 mod service;
+mod stale;
 mod store;
 mod sync;
 

@@ -63,16 +63,8 @@ impl Mode {
         }
     }
 
-    /// A seckill voucher is being created, its row not yet committed; an
-    /// error fails the creation, with nothing created.
-    pub(super) async fn prepare_sale(&self, voucher_id: u64) -> SeckillResult<()> {
-        match self {
-            Self::Sync(_) => Ok(()),
-            Self::Async(mode) => mode.prepare_sale(voucher_id).await,
-        }
-    }
-
-    /// A seckill voucher was created; never fails the creation.
+    /// A seckill voucher was created (its stale keys cleared before, in
+    /// both modes); never fails the creation.
     pub(super) async fn open_sale(&self, voucher_id: u64) {
         match self {
             Self::Sync(_) => {}

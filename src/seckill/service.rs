@@ -14,6 +14,7 @@ use super::{
     model::{OrderView, PlacedOrder, StockSet},
     order,
     parts::{Dependencies, Workers},
+    stale,
     sync::GroupStats,
 };
 use crate::{config::Config, keys::Keys};
@@ -82,11 +83,11 @@ impl Seckill {
         self.0.mode.place(user_id, voucher_id).await
     }
 
-    /// A seckill voucher is being created, its row not yet committed: in
-    /// the asynchronous mode whatever Redis held under its id goes. An
-    /// error here fails the creation, with nothing created.
+    /// A seckill voucher is being created, its row not yet committed:
+    /// whatever Redis held under its id goes, in either mode. An error here
+    /// fails the creation, with nothing created.
     pub async fn prepare_sale(&self, voucher_id: u64) -> SeckillResult<()> {
-        self.0.mode.prepare_sale(voucher_id).await
+        stale::clear(&self.0.redis, &self.0.keys, voucher_id).await
     }
 
     /// A seckill voucher was created: in the asynchronous mode its keys are

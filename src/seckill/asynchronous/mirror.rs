@@ -1,7 +1,8 @@
 //! The Redis mirror of a voucher: its keys verified as made for it, loaded
 //! from MariaDB (atomically and once, even when both instances try at the
-//! same moment), cleared when another voucher left them under its id, and
-//! retired once the sale has ended and drained.
+//! same moment), and retired once the sale has ended and drained. (Keys
+//! another voucher left under a new one's id are cleared in both modes, by
+//! `seckill::stale`.)
 
 use std::{
     collections::{HashMap, HashSet},
@@ -87,27 +88,6 @@ impl Mirror {
             }
         }
         self.verified.insert(voucher_id, ());
-        Ok(())
-    }
-
-    /// Clears the way for a voucher being created, before its row is
-    /// committed. Nothing in Redis can belong to it yet: keys under its id
-    /// were left by another database whose voucher had the same id (a Redis
-    /// that outlived its database), and would sell its stock, refuse its
-    /// buyers or persist its pending orders as this voucher's. They go, all
-    /// of them in one DEL (one slot). Before the commit, so a Redis that
-    /// cannot be reached fails the creation with nothing created; no order
-    /// can load keys meanwhile, as MariaDB has no row for it yet.
-    pub(super) async fn clear_stale(&self, voucher_id: u64) -> SeckillResult<()> {
-        let sk = self.keys.seckill(voucher_id);
-        let stale: u64 = redis::cmd("DEL").arg(&sk.all()[..]).query_async(&mut self.redis.clone()).await?;
-        if stale > 0 {
-            tracing::warn!(
-                voucher_id,
-                keys = stale,
-                "a new voucher found keys another voucher left under its id; removed"
-            );
-        }
         Ok(())
     }
 

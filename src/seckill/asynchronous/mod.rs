@@ -109,11 +109,6 @@ impl AsyncMode {
         self.placing.place(&self.mirror, user_id, voucher_id).await
     }
 
-    /// Whatever Redis held under a voucher id being created goes.
-    pub(crate) async fn prepare_sale(&self, voucher_id: u64) -> SeckillResult<()> {
-        self.mirror.clear_stale(voucher_id).await
-    }
-
     /// The new voucher's keys are loaded and the consumers start reading
     /// its stream: only a head start, as the first order loads what is
     /// missing.
