@@ -38,7 +38,7 @@ impl<V> RecentIds<V> {
     /// is not enough, all of them.
     fn make_room(&self, entries: &mut HashMap<u64, (Instant, V)>) {
         if entries.len() >= self.max {
-            entries.retain(|_, (at, _)| self.kept.is_none_or(|kept| at.elapsed() < kept));
+            entries.retain(|_, (at, _)| self.fresh(*at));
             if entries.len() >= self.max {
                 entries.clear();
             }

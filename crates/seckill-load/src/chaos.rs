@@ -304,7 +304,7 @@ impl Run<'_> {
     pub fn row(&self) -> String {
         let a = self.audit;
         let mut outcomes: Vec<String> =
-            self.outcomes.iter().filter(|(_, n)| *n > 0).map(|(label, n)| format!("{label} {n}")).collect::<Vec<_>>();
+            self.outcomes.iter().filter(|(_, n)| *n > 0).map(|(label, n)| format!("{label} {n}")).collect();
         if !self.others.is_empty() {
             let others: Vec<String> = self.others.iter().map(|(k, v)| format!("{k} {v}")).collect();
             outcomes.push(format!("(other: {})", others.join(", ")));
