@@ -39,7 +39,8 @@ pub fn app(state: AppState) -> Router {
         .merge(auth::public_routes())
         .merge(voucher::routes())
         .merge(protected)
-        .layer(middleware::from_fn_with_state(state.auth.clone(), auth::refresh_session))
+        // Its state is cloned into every request: one `Arc`, not every store.
+        .layer(middleware::from_fn_with_state(std::sync::Arc::new(state.auth.clone()), auth::refresh_session))
         // Scrapes and the API's own description need no session.
         .merge(monitoring::routes())
         .merge(openapi::routes());

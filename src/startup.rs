@@ -24,7 +24,7 @@ use crate::{
     ids::OrderIdGenerator,
     keys::Keys,
     seckill::{self, Seckill},
-    state::AppState,
+    state::{AppState, Shared},
 };
 
 pub(crate) static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
@@ -98,7 +98,7 @@ pub(crate) async fn build_state(config: Config) -> anyhow::Result<AppState> {
         locks,
     };
     let seckill = Seckill::build(&config, &instance, deps).await?;
-    Ok(AppState {
+    Ok(AppState::new(Shared {
         auth: Auth {
             tokens: TokenKeys::new(config.auth.jwt_secret.as_bytes()),
             sessions: SessionStore::new(redis.clone(), keys.clone()),
@@ -116,7 +116,7 @@ pub(crate) async fn build_state(config: Config) -> anyhow::Result<AppState> {
         db,
         redis,
         config: Arc::new(config),
-    })
+    }))
 }
 
 /// Runs the embedded migrations under a named lock, so instances starting

@@ -1,12 +1,13 @@
-//! Everything a handler needs, built once at start-up and cloned cheaply
-//! into each request. No globals: tests build as many as they like.
+//! Everything a handler needs, built once at start-up. No globals: tests
+//! build as many as they like. axum clones the state into every request, so
+//! it is one `Arc`: a clone is one atomic increment, not one per field.
 //!
 //! Features never take the whole state: each takes the parts it needs as
 //! sub-states (`State<Seckill>`, `State<MySqlPool>`), which `FromRef`
 //! derives from the fields below. So this module imports the features and
 //! no feature imports it back.
 
-use std::sync::Arc;
+use std::{ops::Deref, sync::Arc};
 
 use axum::extract::FromRef;
 use hmdp_redis::Redis;
@@ -25,8 +26,11 @@ use crate::{
     seckill::Seckill,
 };
 
-#[derive(Clone, FromRef)]
-pub struct AppState {
+#[derive(Clone)]
+pub struct AppState(Arc<Shared>);
+
+/// The state's parts, shared by every request.
+pub struct Shared {
     pub db: MySqlPool,
     /// Reads that may lag: the replica, or the primary again.
     pub(crate) read_replica: ReadReplica,
@@ -35,10 +39,44 @@ pub struct AppState {
     pub auth: Auth,
     pub seckill: Seckill,
     /// The limits and `Idempotency-Key`, each its own sub-state.
-    #[from_ref(skip)]
     pub guards: Guards,
     /// Renders what the process-wide `metrics` recorder has counted.
     pub metrics: PrometheusHandle,
+}
+
+impl AppState {
+    pub fn new(shared: Shared) -> Self {
+        Self(Arc::new(shared))
+    }
+}
+
+impl Deref for AppState {
+    type Target = Shared;
+
+    fn deref(&self) -> &Shared {
+        &self.0
+    }
+}
+
+/// What `#[derive(FromRef)]` gave when the state was a plain struct.
+macro_rules! sub_states {
+    ($($field:ident: $ty:ty),* $(,)?) => {
+        $(impl FromRef<AppState> for $ty {
+            fn from_ref(state: &AppState) -> Self {
+                state.$field.clone()
+            }
+        })*
+    };
+}
+
+sub_states! {
+    db: MySqlPool,
+    read_replica: ReadReplica,
+    redis: Redis,
+    config: Arc<Config>,
+    auth: Auth,
+    seckill: Seckill,
+    metrics: PrometheusHandle,
 }
 
 impl FromRef<AppState> for RateLimiter {

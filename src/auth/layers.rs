@@ -2,6 +2,8 @@
 //! every route that turns a token into a user and slides the session, and a
 //! login layer on protected routes that rejects requests without one.
 
+use std::sync::Arc;
+
 use axum::{
     extract::{FromRequestParts, Request, State},
     http::{HeaderMap, header::AUTHORIZATION, request::Parts},
@@ -28,12 +30,12 @@ struct SessionLookupFailed;
 
 /// Never rejects: a missing, bad or dead token simply leaves the request
 /// without a user, and the routes that need one say so.
-pub(crate) async fn refresh_session(State(auth): State<Auth>, mut req: Request, next: Next) -> Response {
+pub(crate) async fn refresh_session(State(auth): State<Arc<Auth>>, mut req: Request, next: Next) -> Response {
     if let Some(token) = bearer_token(req.headers())
         && let Ok(claims) = auth.tokens.verify(token)
     {
         match auth.sessions.load_and_touch(&claims.sid).await {
-            Ok(Some(profile)) if profile.id.to_string() == claims.sub => {
+            Ok(Some(profile)) if claims.sub.parse() == Ok(profile.id) => {
                 req.extensions_mut().insert(CurrentUser { id: profile.id, session_id: claims.sid, profile });
             }
             Ok(_) => {}

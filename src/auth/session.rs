@@ -2,8 +2,6 @@
 //! authority: deleting one (logout) or letting it expire kills every token
 //! that names it, whatever the token's own exp says.
 
-use std::collections::HashMap;
-
 use futures::{StreamExt, TryStreamExt};
 use hmdp_redis::Redis;
 use redis::AsyncCommands;
@@ -73,12 +71,12 @@ impl SessionStore {
     /// it is gone (logged out, expired) or malformed.
     pub async fn load_and_touch(&self, session_id: &str) -> redis::RedisResult<Option<UserProfile>> {
         let key = self.keys.session(session_id);
-        let (fields, _touched): (HashMap<String, String>, bool) = redis::pipe()
-            .hgetall(&key)
+        let ((id, nick_name, icon), _touched): (ProfileFields, bool) = redis::pipe()
+            .hmget(&key, &["id", "nickName", "icon"])
             .expire(&key, SESSION_TTL.as_secs() as i64)
             .query_async(&mut self.redis.clone())
             .await?;
-        Ok(profile_from_fields(fields))
+        Ok(profile_from_fields(id, nick_name, icon))
     }
 
     pub async fn delete(&self, session_id: &str) -> redis::RedisResult<()> {
@@ -86,11 +84,13 @@ impl SessionStore {
     }
 }
 
-fn profile_from_fields(mut fields: HashMap<String, String>) -> Option<UserProfile> {
-    let id = fields.get("id")?.parse().ok()?;
+/// A session hash's `id`, `nickName` and `icon`, each absent when missing.
+type ProfileFields = (Option<String>, Option<String>, Option<String>);
+
+fn profile_from_fields(id: Option<String>, nick_name: Option<String>, icon: Option<String>) -> Option<UserProfile> {
     Some(UserProfile {
-        id,
-        nick_name: fields.remove("nickName").unwrap_or_default(),
-        icon: fields.remove("icon").unwrap_or_default(),
+        id: id?.parse().ok()?,
+        nick_name: nick_name.unwrap_or_default(),
+        icon: icon.unwrap_or_default(),
     })
 }

@@ -6,22 +6,20 @@
 //! the login page on it. 5xx stay too: they are not business answers.
 
 use axum::{
-    extract::Request,
-    http::{HeaderName, StatusCode},
-    middleware::Next,
-    response::Response,
+    body::Body,
+    http::{HeaderMap, HeaderName, Response, StatusCode},
 };
 
 const X_API_STYLE: HeaderName = HeaderName::from_static("x-api-style");
 const COURSE_STYLE: &str = "course";
 
-pub(super) async fn answer_failures_with_200(req: Request, next: Next) -> Response {
-    let course =
-        req.headers().get(&X_API_STYLE).is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(COURSE_STYLE.as_bytes()));
-    let mut response = next.run(req).await;
+pub(super) fn asks_for_course_style(headers: &HeaderMap) -> bool {
+    headers.get(&X_API_STYLE).is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(COURSE_STYLE.as_bytes()))
+}
+
+pub(super) fn answer_failure_with_200(response: &mut Response<Body>) {
     let status = response.status();
-    if course && status.is_client_error() && status != StatusCode::UNAUTHORIZED {
+    if status.is_client_error() && status != StatusCode::UNAUTHORIZED {
         *response.status_mut() = StatusCode::OK;
     }
-    response
 }

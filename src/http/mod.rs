@@ -15,6 +15,7 @@ pub(crate) mod whole;
 
 mod course;
 mod metrics;
+mod plumbing;
 
 use std::any::Any;
 
@@ -22,16 +23,10 @@ use axum::{
     Router,
     body::Body,
     extract::DefaultBodyLimit,
-    http::{HeaderName, HeaderValue, Request, Response},
+    http::{HeaderName, HeaderValue, Response},
     response::IntoResponse,
 };
-use tower::ServiceBuilder;
-use tower_http::{
-    catch_panic::CatchPanicLayer,
-    request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer},
-    set_header::SetResponseHeaderLayer,
-    trace::TraceLayer,
-};
+use tower_http::catch_panic::CatchPanicLayer;
 
 pub(crate) use envelope::Reply;
 pub(crate) use error::{ApiError, ApiResult};
@@ -43,9 +38,10 @@ pub(crate) const X_REQUEST_ID: HeaderName = HeaderName::from_static("x-request-i
 /// or an attack.
 const BODY_LIMIT: usize = 64 * 1024;
 
-/// Wraps the routes in the layers every request goes through. Outermost
-/// first: the request id exists before the span opens, so every log line of
-/// the request carries it, and it is echoed on the way out.
+/// Wraps the routes in the layers every request goes through: the plumbing
+/// (request id, span, instance header, course style, metrics), then a panic
+/// turned into a 500 inside it, so that answer has all of those too. Router
+/// layers, so the matched route is known to the metrics.
 pub(crate) fn with_plumbing(router: Router, instance_id: &str) -> Router {
     let instance =
         HeaderValue::from_str(instance_id).unwrap_or_else(|_| HeaderValue::from_static("invalid-instance-id"));
@@ -53,28 +49,8 @@ pub(crate) fn with_plumbing(router: Router, instance_id: &str) -> Router {
         .fallback(|| async { ApiError::NotFound("no such route") })
         .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
         .layer(DefaultBodyLimit::max(BODY_LIMIT))
-        .layer(
-            ServiceBuilder::new()
-                .layer(SetRequestIdLayer::new(X_REQUEST_ID, MakeRequestUuid))
-                .layer(PropagateRequestIdLayer::new(X_REQUEST_ID))
-                .layer(SetResponseHeaderLayer::overriding(X_INSTANCE, instance))
-                .layer(TraceLayer::new_for_http().make_span_with(request_span))
-                .layer(axum::middleware::from_fn(course::answer_failures_with_200))
-                .layer(CatchPanicLayer::custom(panic_response)),
-        )
-        // Inside the router's layers, so the matched route is known.
-        .layer(axum::middleware::from_fn(metrics::record_request))
-}
-
-fn request_span(req: &Request<Body>) -> tracing::Span {
-    let request_id = req.headers().get(&X_REQUEST_ID).and_then(|v| v.to_str().ok()).unwrap_or("-");
-    // The path only: a query string can carry a phone (`/user/code?phone=`).
-    tracing::info_span!(
-        "request",
-        method = %req.method(),
-        path = %req.uri().path(),
-        request_id = %request_id,
-    )
+        .layer(CatchPanicLayer::custom(panic_response))
+        .layer(plumbing::PlumbingLayer::new(instance))
 }
 
 fn panic_response(payload: Box<dyn Any + Send + 'static>) -> Response<Body> {
