@@ -26,7 +26,7 @@ use axum::{
     http::{HeaderName, HeaderValue, Response},
     response::IntoResponse,
 };
-use tower_http::catch_panic::CatchPanicLayer;
+use tower::ServiceBuilder;
 
 pub(crate) use envelope::Reply;
 pub(crate) use error::{ApiError, ApiResult};
@@ -38,19 +38,22 @@ pub(crate) const X_REQUEST_ID: HeaderName = HeaderName::from_static("x-request-i
 /// or an attack.
 const BODY_LIMIT: usize = 64 * 1024;
 
-/// Wraps the routes in the layers every request goes through: the plumbing
-/// (request id, span, instance header, course style, metrics), then a panic
-/// turned into a 500 inside it, so that answer has all of those too. Router
-/// layers, so the matched route is known to the metrics.
+/// Wraps the routes in the plumbing every request goes through (request id,
+/// span, instance header, course style, metrics, panics) and the body
+/// limit. A router layer, so the matched route is known to the metrics.
 pub(crate) fn with_plumbing(router: Router, instance_id: &str) -> Router {
     let instance =
         HeaderValue::from_str(instance_id).unwrap_or_else(|_| HeaderValue::from_static("invalid-instance-id"));
     router
         .fallback(|| async { ApiError::NotFound("no such route") })
         .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
-        .layer(DefaultBodyLimit::max(BODY_LIMIT))
-        .layer(CatchPanicLayer::custom(panic_response))
-        .layer(plumbing::PlumbingLayer::new(instance))
+        // One `layer` call: each wraps every route in a boxed service of its
+        // own, which costs a clone and a boxed future per request.
+        .layer(
+            ServiceBuilder::new()
+                .layer(plumbing::PlumbingLayer::new(instance))
+                .layer(DefaultBodyLimit::max(BODY_LIMIT)),
+        )
 }
 
 fn panic_response(payload: Box<dyn Any + Send + 'static>) -> Response<Body> {

@@ -1,17 +1,20 @@
 //! The layer every request passes through, in one piece: its id (the
 //! client's or nginx's `X-Request-Id`, else a new one, echoed on the way
 //! out), the span every log line of the request sits in, the `X-Instance`
-//! header, the course's failure style, and the request metrics. One layer
-//! instead of six: each `from_fn` or tower-http layer boxed a future or
-//! cloned the routes for every request, and a profile of the no-op showed
-//! the layers costing more than the session lookup.
+//! header, the course's failure style, the request metrics, and a panic
+//! turned into a 500 that has all of those. One layer instead of seven:
+//! each `from_fn` or tower-http layer boxed a future or cloned the routes
+//! for every request (tower-http's panic layer also boxed the body), and a
+//! profile of the no-op showed the layers costing more than the session
+//! lookup.
 
 use std::{
     convert::Infallible,
-    future::Future,
+    future::{Future, Ready, ready as ready_now},
+    panic::{AssertUnwindSafe, catch_unwind},
     pin::Pin,
     sync::Arc,
-    task::{Context, Poll, ready},
+    task::{Context, Poll},
     time::Instant,
 };
 
@@ -20,6 +23,7 @@ use axum::{
     extract::MatchedPath,
     http::{HeaderValue, Request, Response},
 };
+use futures::future::Either;
 use tower::{Layer, Service};
 use tracing::{Instrument, instrument::Instrumented};
 
@@ -64,7 +68,7 @@ where
 {
     type Response = Response<Body>;
     type Error = Infallible;
-    type Future = PlumbingFuture<S::Future>;
+    type Future = PlumbingFuture<Either<S::Future, Ready<Result<Response<Body>, Infallible>>>>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
         self.inner.poll_ready(cx)
@@ -84,7 +88,10 @@ where
         let series = self.shared.metrics.series(req.method(), req.extensions().get::<MatchedPath>());
         let inner = {
             let _entered = span.enter();
-            self.inner.call(req)
+            match catch_unwind(AssertUnwindSafe(|| self.inner.call(req))) {
+                Ok(future) => Either::Left(future),
+                Err(panic) => Either::Right(ready_now(Ok(super::panic_response(panic)))),
+            }
         };
         PlumbingFuture {
             inner: inner.instrument(span),
@@ -119,7 +126,12 @@ where
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let mut this = self.project();
-        let Ok(mut response) = ready!(this.inner.as_mut().poll(cx));
+        let mut response = match catch_unwind(AssertUnwindSafe(|| this.inner.as_mut().poll(cx))) {
+            Ok(Poll::Pending) => return Poll::Pending,
+            Ok(Poll::Ready(Ok(response))) => response,
+            // The future is not polled again.
+            Err(panic) => super::panic_response(panic),
+        };
         let Some(finish) = this.done.take() else {
             panic!("PlumbingFuture polled after it completed");
         };
@@ -154,4 +166,52 @@ fn request_span(req: &Request<Body>, request_id: &HeaderValue) -> tracing::Span 
         path = %req.uri().path(),
         request_id = request_id.to_str().unwrap_or("-"),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use axum::{Router, routing::get};
+    use tower::ServiceExt;
+
+    use super::*;
+
+    fn app() -> Router {
+        let router = Router::new()
+            .route("/panics", get(panics))
+            .route("/bad", get(|| async { crate::http::ApiError::validation("bad input") }));
+        super::super::with_plumbing(router, "test-instance")
+    }
+
+    async fn panics() -> &'static str {
+        panic!("a handler bug")
+    }
+
+    async fn body(response: Response<Body>) -> serde_json::Value {
+        let bytes = axum::body::to_bytes(response.into_body(), 64 * 1024).await.unwrap();
+        serde_json::from_slice(&bytes).unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_panicking_handler_answers_500_in_the_envelope_with_the_request_id_and_instance() {
+        let request = Request::get("/panics").header(X_REQUEST_ID, "rid-7").body(Body::empty()).unwrap();
+        let response = app().oneshot(request).await.unwrap();
+        assert_eq!(response.status(), 500);
+        assert_eq!(response.headers()[X_REQUEST_ID], "rid-7");
+        assert_eq!(response.headers()[X_INSTANCE], "test-instance");
+        let envelope = body(response).await;
+        assert_eq!(envelope["success"], false);
+        assert_eq!(envelope["errorCode"], "INTERNAL");
+    }
+
+    #[tokio::test]
+    async fn a_request_without_an_id_gets_a_new_one_and_the_course_style_turns_a_4xx_into_200() {
+        let response = app().oneshot(Request::get("/bad").body(Body::empty()).unwrap()).await.unwrap();
+        assert_eq!(response.status(), 400);
+        let id = response.headers()[X_REQUEST_ID].to_str().unwrap().to_owned();
+        assert!(uuid::Uuid::parse_str(&id).is_ok(), "a UUID: {id}");
+        let course = Request::get("/bad").header("x-api-style", "course").body(Body::empty()).unwrap();
+        let response = app().oneshot(course).await.unwrap();
+        assert_eq!(response.status(), 200);
+        assert_eq!(body(response).await["errorCode"], "VALIDATION");
+    }
 }
