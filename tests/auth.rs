@@ -243,6 +243,23 @@ async fn a_request_slides_the_session_ttl() {
     assert!(after > 1700, "slid back to 30 min, got {after}");
 }
 
+#[tokio::test]
+async fn a_busy_user_slides_the_session_once_a_minute_and_a_deleted_session_still_ends_at_once() {
+    let app = TestApp::spawn().await;
+    let token = app.login(&phone(13)).await;
+    let sid = app.state.auth.tokens.verify(&token).unwrap().sid;
+    let key = app.keys.session(&sid);
+    let mut redis = app.redis.clone();
+    expect_ok(app.get("/user/me", Some(&token)).await).await;
+    redis.expire::<_, ()>(&key, 100).await.unwrap();
+    expect_ok(app.get("/user/me", Some(&token)).await).await;
+    let ttl: i64 = redis.ttl(&key).await.unwrap();
+    assert!((1..=100).contains(&ttl), "slid again within the minute: ttl {ttl}");
+    // Not slid, but still read: logout (the session gone) counts at once.
+    redis.del::<_, ()>(&key).await.unwrap();
+    expect_error(app.get("/user/me", Some(&token)).await, StatusCode::UNAUTHORIZED, "UNAUTHORIZED").await;
+}
+
 /// A 429 in the envelope with a `Retry-After` of at least one second and at
 /// most `window`.
 async fn expect_rate_limited(resp: reqwest::Response, window: u64) {

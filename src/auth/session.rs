@@ -2,15 +2,27 @@
 //! authority: deleting one (logout) or letting it expire kills every token
 //! that names it, whatever the token's own exp says.
 
+use std::sync::Arc;
+
 use futures::{StreamExt, TryStreamExt};
 use hmdp_redis::Redis;
 use redis::AsyncCommands;
 use uuid::Uuid;
 
-use crate::keys::Keys;
+use crate::{keys::Keys, recent::RecentIds};
 
-/// Slid on every request by the refresh layer.
+/// Slid by the refresh layer on a user's requests.
 pub(super) const SESSION_TTL: std::time::Duration = std::time::Duration::from_secs(30 * 60);
+
+/// A session is slid at most this often by one instance: a busy user's
+/// requests read it, but only the first in a minute writes its TTL again. A
+/// session so left lives at least `SESSION_TTL` minus this after its last
+/// request. Logout is not delayed: every request still reads the session.
+const SLIDE_EVERY: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Sessions one instance remembers having slid; past this it forgets them
+/// all, and they are slid again.
+const SLID_REMEMBERED: usize = 200_000;
 
 /// Session writes in flight at once when many are made (seeding).
 const CREATE_CONCURRENCY: usize = 256;
@@ -28,11 +40,13 @@ pub struct UserProfile {
 pub struct SessionStore {
     redis: Redis,
     keys: Keys,
+    /// Sessions slid within `SLIDE_EVERY`, by a hash of their id.
+    slid: Arc<RecentIds>,
 }
 
 impl SessionStore {
     pub fn new(redis: Redis, keys: Keys) -> Self {
-        Self { redis, keys }
+        Self { redis, keys, slid: Arc::new(RecentIds::new(SLID_REMEMBERED, Some(SLIDE_EVERY))) }
     }
 
     /// A new session with a random 122-bit id; returns the id.
@@ -67,21 +81,37 @@ impl SessionStore {
         Ok(ids)
     }
 
-    /// Loads the session and slides its TTL in one round trip. `None` when
-    /// it is gone (logged out, expired) or malformed.
+    /// Loads the session and, unless this instance did so within
+    /// `SLIDE_EVERY`, slides its TTL in the same round trip. `None` when it
+    /// is gone (logged out, expired) or malformed.
     pub async fn load_and_touch(&self, session_id: &str) -> redis::RedisResult<Option<UserProfile>> {
         let key = self.keys.session(session_id);
-        let ((id, nick_name, icon), _touched): (ProfileFields, bool) = redis::pipe()
-            .hmget(&key, &["id", "nickName", "icon"])
-            .expire(&key, SESSION_TTL.as_secs() as i64)
-            .query_async(&mut self.redis.clone())
-            .await?;
+        let slid = session_hash(session_id);
+        let fields = ["id", "nickName", "icon"];
+        let (id, nick_name, icon): ProfileFields = if self.slid.contains(slid) {
+            self.redis.clone().hmget(&key, &fields).await?
+        } else {
+            let (profile, _touched): (ProfileFields, bool) = redis::pipe()
+                .hmget(&key, &fields)
+                .expire(&key, SESSION_TTL.as_secs() as i64)
+                .query_async(&mut self.redis.clone())
+                .await?;
+            self.slid.insert(slid, ());
+            profile
+        };
         Ok(profile_from_fields(id, nick_name, icon))
     }
 
     pub async fn delete(&self, session_id: &str) -> redis::RedisResult<()> {
         self.redis.clone().del(self.keys.session(session_id)).await
     }
+}
+
+/// The memory of slid sessions is keyed by u64: a hash of the id. Two
+/// sessions sharing one only make one of them slide a minute later.
+fn session_hash(session_id: &str) -> u64 {
+    use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
+    BuildHasherDefault::<DefaultHasher>::default().hash_one(session_id)
 }
 
 /// A session hash's `id`, `nickName` and `icon`, each absent when missing.
