@@ -647,3 +647,90 @@ async fn keys_made_for_another_voucher_under_the_same_id_are_wiped_and_loaded_ag
     assert!(report.agrees(), "{}", report.render());
     assert_eq!(app.orders_of(voucher).await, (5, 5));
 }
+
+/// The acknowledge script (`lua/seckill_acknowledge.lua`) trims the stream
+/// instead of deleting each entry: it must never take an entry still
+/// pending or not yet delivered, and must leave nothing once all are done,
+/// whichever consumer acknowledges last.
+#[tokio::test]
+async fn acknowledging_trims_only_entries_older_than_every_one_still_pending() {
+    let app = TestApp::spawn().await;
+    let mut redis = app.redis.clone();
+    let sk = app.keys.seckill(987_654_321);
+    let (stream, pending, holders) = (&sk.orders, &sk.pending, &sk.holders);
+    let _: () = redis::cmd("XGROUP")
+        .arg("CREATE")
+        .arg(stream)
+        .arg("orders")
+        .arg("$")
+        .arg("MKSTREAM")
+        .query_async(&mut redis)
+        .await
+        .unwrap();
+    let mut ids = Vec::new();
+    for n in 1..=6u64 {
+        let id: String = redis.xadd(stream, "*", &[("id", n)]).await.unwrap();
+        let _: () = redis.hset(pending, n, "x").await.unwrap();
+        let _: () = redis.hset(holders, 100 + n, n).await.unwrap();
+        ids.push(id);
+    }
+    // Consumer a is given entries 1-2, consumer b 3-4; 5-6 are not delivered.
+    for (consumer, count) in [("a", 2), ("b", 2)] {
+        let _: redis::Value = redis::cmd("XREADGROUP")
+            .arg("GROUP")
+            .arg("orders")
+            .arg(consumer)
+            .arg("COUNT")
+            .arg(count)
+            .arg("STREAMS")
+            .arg(stream)
+            .arg(">")
+            .query_async(&mut redis)
+            .await
+            .unwrap();
+    }
+    let script = redis::Script::new(include_str!("../lua/seckill_acknowledge.lua"));
+    let acknowledge = |entries: &[usize]| {
+        let mut call = script.prepare_invoke();
+        call.key(stream).key(pending).key(holders).arg("orders").arg(entries.len());
+        for &e in entries {
+            call.arg(&ids[e - 1]);
+        }
+        for &e in entries {
+            call.arg(e);
+        }
+        for &e in entries {
+            call.arg(100 + e);
+        }
+        call
+    };
+    // b acknowledges first: a's 1-2 are still pending, so nothing goes.
+    let _: u64 = acknowledge(&[3, 4]).invoke_async(&mut redis).await.unwrap();
+    let left: Vec<redis::streams::StreamId> =
+        redis.xrange_all::<_, redis::streams::StreamRangeReply>(stream).await.unwrap().ids;
+    assert_eq!(left.len(), 6, "entries 1-2 pending: nothing may go yet");
+    assert_eq!(redis.hlen::<_, u64>(pending).await.unwrap(), 4);
+    assert_eq!(redis.hlen::<_, u64>(holders).await.unwrap(), 4);
+    // a acknowledges last: everything delivered goes, 5-6 (never delivered) stay.
+    let trimmed: u64 = acknowledge(&[1, 2]).invoke_async(&mut redis).await.unwrap();
+    assert_eq!(trimmed, 4);
+    let left = redis.xrange_all::<_, redis::streams::StreamRangeReply>(stream).await.unwrap().ids;
+    assert_eq!(left.iter().map(|e| e.id.clone()).collect::<Vec<_>>(), ids[4..].to_vec());
+    // Delivered and acknowledged too: the stream is empty (a drained sale retires).
+    let _: redis::Value = redis::cmd("XREADGROUP")
+        .arg("GROUP")
+        .arg("orders")
+        .arg("a")
+        .arg("COUNT")
+        .arg(10)
+        .arg("STREAMS")
+        .arg(stream)
+        .arg(">")
+        .query_async(&mut redis)
+        .await
+        .unwrap();
+    let _: u64 = acknowledge(&[5, 6]).invoke_async(&mut redis).await.unwrap();
+    assert_eq!(redis.xlen::<_, u64>(stream).await.unwrap(), 0);
+    assert_eq!(redis.hlen::<_, u64>(pending).await.unwrap(), 0);
+    let _: () = redis.del(&[stream, pending, holders]).await.unwrap();
+}

@@ -2,13 +2,18 @@
 //! consumer and its recovery both do with one: tell why it was not
 //! persisted, and take it off the stream once it was.
 
+use std::sync::LazyLock;
+
 use hmdp_redis::Redis;
-use redis::{AsyncCommands, streams::StreamId};
+use redis::{AsyncCommands, Script, streams::StreamId};
 
 use crate::{
     dependency::refused_by_the_data,
     keys::{Keys, SeckillKeys},
 };
+
+static ACKNOWLEDGE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../../../lua/seckill_acknowledge.lua")));
 
 /// The consumer group every instance reads the order streams in.
 pub(super) const GROUP: &str = "orders";
@@ -69,26 +74,24 @@ impl From<PersistError> for crate::seckill::SeckillError {
     }
 }
 
-/// Persisted (now or before): off the stream and out of the pending and
-/// holders hashes.
+/// Persisted (now or before): acknowledged, out of the pending and holders
+/// hashes, and the stream trimmed up to the oldest entry still pending, in
+/// one script (`lua/seckill_acknowledge.lua`).
 pub(super) async fn acknowledge(redis: &Redis, sk: &SeckillKeys, entries: &[Entry]) -> Result<(), PersistError> {
-    let stream_ids: Vec<&str> = entries.iter().map(|e| e.stream_id.as_str()).collect();
-    let order_ids: Vec<i64> = entries.iter().map(|e| e.order_id).collect();
+    let mut call = ACKNOWLEDGE.prepare_invoke();
+    call.key(&sk.orders).key(&sk.pending).key(&sk.holders).arg(GROUP).arg(entries.len());
+    for entry in entries {
+        call.arg(&entry.stream_id);
+    }
+    for entry in entries {
+        call.arg(entry.order_id);
+    }
     // A user holds one order per voucher in Redis (the buyers set): the
     // holder entry is this order's.
-    let user_ids: Vec<u64> = entries.iter().map(|e| e.user_id).collect();
-    redis::pipe()
-        .atomic()
-        .xack(&sk.orders, GROUP, &stream_ids)
-        .ignore()
-        .xdel(&sk.orders, &stream_ids)
-        .ignore()
-        .hdel(&sk.pending, &order_ids)
-        .ignore()
-        .hdel(&sk.holders, &user_ids)
-        .ignore()
-        .exec_async(&mut redis.clone())
-        .await?;
+    for entry in entries {
+        call.arg(entry.user_id);
+    }
+    let _trimmed: u64 = call.invoke_async(&mut redis.clone()).await?;
     Ok(())
 }
 
