@@ -13,14 +13,13 @@ mod users;
 use axum::{
     Router,
     extract::{FromRef, State},
-    middleware,
     routing::post,
 };
 use serde::{Deserialize, Serialize};
 use sqlx::MySqlPool;
 
 pub use code::{CodeError, CodeStore};
-pub(crate) use layers::{CurrentUser, refresh_session, require_login};
+pub(crate) use layers::{CurrentUser, RequireLoginLayer, refresh_session};
 pub use seed::{SeededUser, seed_users};
 pub use session::{SessionStore, UserProfile};
 use state::DAY;
@@ -80,7 +79,7 @@ where
 
 /// The login layer for a router of protected routes.
 pub(crate) fn protect<S: Clone + Send + Sync + 'static>(router: Router<S>) -> Router<S> {
-    router.route_layer(middleware::from_fn(require_login))
+    router.route_layer(RequireLoginLayer)
 }
 
 #[derive(Deserialize, utoipa::IntoParams)]
