@@ -675,20 +675,11 @@ async fn acknowledging_trims_only_entries_older_than_every_one_still_pending() {
         ids.push(id);
     }
     // Consumer a is given entries 1-2, consumer b 3-4; 5-6 are not delivered.
-    for (consumer, count) in [("a", 2), ("b", 2)] {
-        let _: redis::Value = redis::cmd("XREADGROUP")
-            .arg("GROUP")
-            .arg("orders")
-            .arg(consumer)
-            .arg("COUNT")
-            .arg(count)
-            .arg("STREAMS")
-            .arg(stream)
-            .arg(">")
-            .query_async(&mut redis)
-            .await
-            .unwrap();
-    }
+    let deliver = |consumer: &str, count: usize| {
+        redis::streams::StreamReadOptions::default().group("orders", consumer).count(count)
+    };
+    let _: redis::Value = redis.xread_options(&[stream], &[">"], &deliver("a", 2)).await.unwrap();
+    let _: redis::Value = redis.xread_options(&[stream], &[">"], &deliver("b", 2)).await.unwrap();
     let script = redis::Script::new(include_str!("../lua/seckill_acknowledge.lua"));
     let acknowledge = |entries: &[usize]| {
         let mut call = script.prepare_invoke();
@@ -717,18 +708,7 @@ async fn acknowledging_trims_only_entries_older_than_every_one_still_pending() {
     let left = redis.xrange_all::<_, redis::streams::StreamRangeReply>(stream).await.unwrap().ids;
     assert_eq!(left.iter().map(|e| e.id.clone()).collect::<Vec<_>>(), ids[4..].to_vec());
     // Delivered and acknowledged too: the stream is empty (a drained sale retires).
-    let _: redis::Value = redis::cmd("XREADGROUP")
-        .arg("GROUP")
-        .arg("orders")
-        .arg("a")
-        .arg("COUNT")
-        .arg(10)
-        .arg("STREAMS")
-        .arg(stream)
-        .arg(">")
-        .query_async(&mut redis)
-        .await
-        .unwrap();
+    let _: redis::Value = redis.xread_options(&[stream], &[">"], &deliver("a", 10)).await.unwrap();
     let _: u64 = acknowledge(&[5, 6]).invoke_async(&mut redis).await.unwrap();
     assert_eq!(redis.xlen::<_, u64>(stream).await.unwrap(), 0);
     assert_eq!(redis.hlen::<_, u64>(pending).await.unwrap(), 0);
