@@ -101,6 +101,7 @@ async fn invalid_voucher_bodies_are_400_and_write_nothing() {
         ("stock as string", with("stock", json!("10"))),
         ("end before begin", with("endTime", json!("2026-11-22T09:00:00+08:00"))),
         ("end equal to begin", with("endTime", json!(BEGIN))),
+        ("end within begin's second", with("endTime", json!("2026-11-22T10:00:00.350+08:00"))),
         ("time without offset", with("beginTime", json!("2026-11-22T10:00:00"))),
         ("not a time", with("beginTime", json!("tomorrow"))),
         ("missing stock", without("stock")),
@@ -134,6 +135,17 @@ async fn invalid_voucher_bodies_are_400_and_write_nothing() {
 
     let count: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM tb_voucher").fetch_one(&app.db).await.unwrap();
     assert_eq!(count, 0, "nothing written");
+}
+
+#[tokio::test]
+async fn fractions_of_a_second_are_dropped_from_the_sale_window_as_the_table_drops_them() {
+    let app = TestApp::spawn().await;
+    let body = seckill_body(5, "2026-11-22T10:00:00.999+08:00", "2026-11-22T10:00:01.001+08:00");
+    let id = expect_ok(app.post_json("/voucher/seckill", Some(ADMIN_KEY), &body).await).await["data"].as_u64().unwrap();
+    let listed = expect_ok(app.get("/voucher/list/1", None).await).await;
+    let voucher = listed["data"].as_array().unwrap().iter().find(|v| v["id"] == id).cloned().unwrap();
+    assert_eq!(voucher["beginTime"], "2026-11-22T02:00:00+00:00", "{voucher}");
+    assert_eq!(voucher["endTime"], "2026-11-22T02:00:01+00:00", "{voucher}");
 }
 
 #[tokio::test]

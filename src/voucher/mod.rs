@@ -187,7 +187,7 @@ pub(crate) async fn create_voucher(
     params(("Idempotency-Key" = Option<String>, Header, min_length = 1, max_length = 255, pattern = "^[!-~]+$", description = "a retry with the same key and body gets the first answer again (24 h) instead of a second voucher")),
     responses(
         (status = 200, description = "the new voucher's id", body = Success<u64>),
-        (status = 400, description = "VALIDATION: a field missing, unknown or out of range, or the window ends before it begins", body = Failure),
+        (status = 400, description = "VALIDATION: a field missing, unknown or out of range, or the window, in whole seconds, ends before it begins or is empty", body = Failure),
         (status = 409, description = "IDEMPOTENCY_IN_FLIGHT: the same Idempotency-Key is still running", body = Failure),
         (status = 422, description = "IDEMPOTENCY_KEY_REUSED: the Idempotency-Key came with another body", body = Failure),
         Forbidden, RateLimited, Unavailable,

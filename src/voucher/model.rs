@@ -1,7 +1,7 @@
 //! Voucher shapes on the wire and in the tables, and the rules a voucher
 //! must follow before it is written.
 
-use chrono::{DateTime, FixedOffset, NaiveDate, NaiveDateTime};
+use chrono::{DateTime, FixedOffset, NaiveDate, NaiveDateTime, SubsecRound};
 use serde::{Deserialize, Serialize};
 
 use crate::http::whole;
@@ -90,8 +90,8 @@ pub(crate) struct OrdinaryVoucherSchema {
 }
 
 /// `POST /voucher/seckill` as the OpenAPI document states it. What no
-/// schema can say, the service still checks: `beginTime` before `endTime`,
-/// both between 1000-01-01 and 9999-12-31 in UTC (400 otherwise).
+/// schema can say, the service still checks: `beginTime` before `endTime`
+/// once both are cut to whole seconds (as they are stored), both between 1000-01-01 and 9999-12-31 in UTC (400 otherwise).
 #[allow(dead_code)]
 #[derive(Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -166,10 +166,13 @@ impl VoucherForm {
             .ok()
             .filter(|s| *s >= 0)
             .ok_or_else(|| Invalid::new(format!("stock must be between 0 and {}", i32::MAX)))?;
-        let begin_time = self.begin_time.take().ok_or_else(|| Invalid::new("beginTime is required"))?;
-        let end_time = self.end_time.take().ok_or_else(|| Invalid::new("endTime is required"))?;
+        // A `DATETIME` keeps whole seconds (MariaDB drops the rest), so the
+        // window is judged as it will be stored: 10:00:00 to 10:00:00.35
+        // is an empty window, not a 500 from the table's CHECK.
+        let begin_time = self.begin_time.take().ok_or_else(|| Invalid::new("beginTime is required"))?.trunc_subsecs(0);
+        let end_time = self.end_time.take().ok_or_else(|| Invalid::new("endTime is required"))?.trunc_subsecs(0);
         if begin_time >= end_time {
-            return Err(Invalid::new("beginTime must be before endTime"));
+            return Err(Invalid::new("beginTime must be before endTime, to the second (times are kept in whole seconds)"));
         }
         for (field, time) in [("beginTime", begin_time), ("endTime", end_time)] {
             if !STORABLE_TIMES.contains(&time.naive_utc()) {
