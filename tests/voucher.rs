@@ -111,6 +111,7 @@ async fn invalid_voucher_bodies_are_400_and_write_nothing() {
         ("wrong type", with("type", json!(0))),
         ("bad status", with("status", json!(9))),
         ("zero shop", with("shopId", json!(0))),
+        ("shop beyond BIGINT", with("shopId", json!(9_223_372_036_854_775_808u64))),
         ("title too long", with("title", json!("x".repeat(256)))),
     ];
     for (what, body) in cases {

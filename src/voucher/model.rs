@@ -172,7 +172,9 @@ impl VoucherForm {
         let begin_time = self.begin_time.take().ok_or_else(|| Invalid::new("beginTime is required"))?.trunc_subsecs(0);
         let end_time = self.end_time.take().ok_or_else(|| Invalid::new("endTime is required"))?.trunc_subsecs(0);
         if begin_time >= end_time {
-            return Err(Invalid::new("beginTime must be before endTime, to the second (times are kept in whole seconds)"));
+            return Err(Invalid::new(
+                "beginTime must be before endTime, to the second (times are kept in whole seconds)",
+            ));
         }
         for (field, time) in [("beginTime", begin_time), ("endTime", end_time)] {
             if !STORABLE_TIMES.contains(&time.naive_utc()) {
@@ -196,8 +198,9 @@ impl VoucherForm {
         if self.rules.chars().count() > MAX_RULES {
             return Err(Invalid::new(format!("rules are at most {MAX_RULES} characters")));
         }
-        if self.shop_id == 0 {
-            return Err(Invalid::new("shopId must be positive"));
+        // An id is at most i64::MAX everywhere (paths, the OpenAPI schema).
+        if self.shop_id == 0 || i64::try_from(self.shop_id).is_err() {
+            return Err(Invalid::new(format!("shopId must be between 1 and {}", i64::MAX)));
         }
         if self.pay_value < 0 || self.actual_value < 0 {
             return Err(Invalid::new("payValue and actualValue must be >= 0"));
