@@ -31,7 +31,12 @@ def _parse(value):
 
 
 def _storable(moment):
-    utc = moment.astimezone(datetime.timezone.utc)
+    try:
+        utc = moment.astimezone(datetime.timezone.utc)
+    except OverflowError:
+        # 0001-01-01 at +01:00 or 9999-12-31 at -01:00: beyond Python's
+        # range in UTC, and beyond MariaDB's too.
+        return moment.replace(year=2000 if moment.year < 5000 else 2100)
     if utc.year < 1001:
         return moment.replace(year=2000)
     if utc.year > 9998:
