@@ -92,6 +92,10 @@ async fn with_as_many_buyers_as_units_every_buyer_gets_one_though_all_the_stock_
         assert_eq!(*bought, Bought::Taken { segment: route(*user, 8) }, "each buyer in their own segment");
     }
     assert_eq!(at_rest(&stock, &mut redis).await, (0, 0, 400), "stock, in flight, buyers");
+    // Each of the seven empty segments borrowed, and half of the fullest
+    // at a time keeps borrows far below one per unit.
+    let lends = stock.reading().await.unwrap().lends;
+    assert!((7..=60).contains(&lends), "{lends} borrows for 400 units");
     remove(&stock, &mut redis).await;
 }
 
@@ -204,5 +208,23 @@ async fn recovery_racing_live_borrows_never_counts_a_unit_twice() {
     assert_eq!(taken + left, 240, "sold + left = put on sale ({returned} units returned by recovery)");
     assert_eq!(buyers as i64, taken);
     assert!(taken <= 240);
+    remove(&stock, &mut redis).await;
+}
+
+#[tokio::test]
+async fn a_unit_that_comes_back_after_a_sell_out_sells_to_a_buyer_of_another_segment_once_reopened() {
+    let (stock, mut redis) = segmented(4).await;
+    set_stocks(&stock, &mut redis, &[1, 0, 0, 0]).await;
+    let in_segment = |segment: usize| (1..).find(|user| route(*user, 4) == segment).unwrap();
+    assert_eq!(stock.buy(in_segment(1)).await.unwrap(), Bought::Taken { segment: 1 }, "borrowed from segment 0");
+    let late = (100..).find(|user| route(*user, 4) == 2).unwrap();
+    assert_eq!(stock.buy(late).await.unwrap(), Bought::SoldOut);
+
+    // A cancelled order of segment 0 gives its unit back.
+    let _: () = redis.incr(&stock.segments()[0].stock, 1).await.unwrap();
+    assert_eq!(stock.buy(late).await.unwrap(), Bought::SoldOut, "the sell-out is remembered a moment");
+    stock.reopen();
+    assert_eq!(stock.buy(late).await.unwrap(), Bought::Taken { segment: 2 });
+    assert_eq!(at_rest(&stock, &mut redis).await, (0, 0, 2));
     remove(&stock, &mut redis).await;
 }

@@ -22,8 +22,8 @@ pub struct LabOptions {
     /// without them no strategy could show a duplicate order.
     #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u8).range(0..=100))]
     pub double_click_percent: u8,
-    /// Segments of the segmented-stock strategy (it also runs with one, its
-    /// baseline).
+    /// Segments of the segmented-stock strategies (the lock one also runs
+    /// with one, its baseline).
     #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(2..=64))]
     pub segments: u32,
     /// The naive strategy's pause between reading the stock and writing it
@@ -120,6 +120,8 @@ pub enum Experiment {
     RedisLuaStream,
     OneLock,
     Segmented,
+    RedisSegments,
+    RedisSegmentsBorrowing,
     SetnxNoExpiry,
     ExpiryNoOwnerCheck,
     CheckThenDelete,
@@ -128,7 +130,7 @@ pub enum Experiment {
 }
 
 impl Experiment {
-    pub const STRATEGIES: [Experiment; 9] = [
+    pub const STRATEGIES: [Experiment; 11] = [
         Self::Naive,
         Self::ForUpdate,
         Self::VersionCas,
@@ -138,6 +140,8 @@ impl Experiment {
         Self::RedisLuaStream,
         Self::OneLock,
         Self::Segmented,
+        Self::RedisSegments,
+        Self::RedisSegmentsBorrowing,
     ];
     pub const LOCK_SCENARIOS: [Experiment; 5] = [
         Self::SetnxNoExpiry,
@@ -158,6 +162,8 @@ impl Experiment {
             Self::RedisLuaStream => "Redis Lua + stream (async)",
             Self::OneLock => "one lock (1 segment)",
             Self::Segmented => "segmented stock",
+            Self::RedisSegments => "Redis segments, no borrowing",
+            Self::RedisSegmentsBorrowing => "Redis segments + borrowing",
             Self::SetnxNoExpiry => "SETNX, no expiry, holder crashes",
             Self::ExpiryNoOwnerCheck => "expiry, no owner check",
             Self::CheckThenDelete => "owner check, then DEL",

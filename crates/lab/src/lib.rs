@@ -13,6 +13,7 @@ mod drive;
 mod experiment;
 mod locks;
 mod report;
+mod segments;
 mod service;
 mod textbook;
 
@@ -58,6 +59,9 @@ pub async fn run(config: &Config, options: &LabOptions) -> anyhow::Result<LabRep
         let run = match experiment {
             Experiment::StockGuardLock | Experiment::GroupCommit | Experiment::RedisLuaStream => {
                 service::run(config, &lab_prefix, experiment, &scale, requests.clone()).await?
+            }
+            Experiment::RedisSegments | Experiment::RedisSegmentsBorrowing => {
+                segments::run(&db, config, &lab_prefix, experiment, &scale, requests.clone()).await?
             }
             _ => textbook::run(&db, config, &lab_prefix, experiment, &scale, requests.clone()).await?,
         };
