@@ -15,10 +15,7 @@ use redis::{AsyncCommands, Script};
 /// service places them: on distinct masters where the cluster has them.
 async fn segmented(segments: usize) -> (SegmentedStock, Redis) {
     let mut redis = common::redis().await;
-    let owners = match redis::cmd("CLUSTER").arg("NODES").query_async::<String>(&mut redis).await {
-        Ok(nodes) => SlotOwners::from_cluster_nodes(&nodes),
-        Err(_) => SlotOwners::single(),
-    };
+    let owners = SlotOwners::read(&mut redis).await;
     let voucher = rand_voucher();
     let keys = choose_tags(voucher, segments, &owners)
         .into_iter()
@@ -227,4 +224,18 @@ async fn a_unit_that_comes_back_after_a_sell_out_sells_to_a_buyer_of_another_seg
     assert_eq!(stock.buy(late).await.unwrap(), Bought::Taken { segment: 2 });
     assert_eq!(at_rest(&stock, &mut redis).await, (0, 0, 2));
     remove(&stock, &mut redis).await;
+}
+
+#[tokio::test]
+async fn the_segments_of_a_voucher_sit_on_as_many_masters_as_the_redis_has() {
+    let mut redis = common::redis().await;
+    let owners = SlotOwners::read(&mut redis).await;
+    let masters = redis.masters().await.unwrap().len();
+    assert_eq!(owners.masters(), masters);
+    for voucher in [1, 42, rand_voucher()] {
+        let tags = choose_tags(voucher, 8, &owners);
+        let used: HashSet<usize> =
+            tags.iter().map(|tag| owners.master_of(hmdp_segments::slot(tag)).expect("a served slot")).collect();
+        assert_eq!(used.len(), masters.min(8), "voucher {voucher}: {tags:?}");
+    }
 }

@@ -12,7 +12,6 @@ use std::{
 
 use anyhow::Context;
 use hmdp::{Config, startup};
-use hmdp_redis::Redis;
 use hmdp_segments::{Bought, SegmentKeys, SegmentedStock, SlotOwners, Take, choose_tags, route};
 use redis::AsyncCommands;
 use sqlx::MySqlPool;
@@ -39,7 +38,7 @@ pub async fn run(
     };
     let voucher = textbook::new_voucher(db, experiment).await?;
     let mut redis = startup::connect_redis(&config.redis).await?;
-    let owners = slot_owners(&mut redis).await;
+    let owners = SlotOwners::read(&mut redis).await;
     let segments = scale.segments as usize;
     anyhow::ensure!(
         segments <= hmdp_segments::MAX_SEGMENTS,
@@ -150,20 +149,6 @@ async fn order(stock: SegmentedStock, user: u64, borrowing: bool, clock: Arc<Sal
         Err(err) => {
             tracing::warn!(%err, user, "a segmented order failed");
             Err("ERROR".into())
-        }
-    }
-}
-
-/// The cluster's slot map, or one server's.
-async fn slot_owners(redis: &mut Redis) -> SlotOwners {
-    if !redis.is_cluster() {
-        return SlotOwners::single();
-    }
-    match redis::cmd("CLUSTER").arg("NODES").query_async::<String>(redis).await {
-        Ok(nodes) => SlotOwners::from_cluster_nodes(&nodes),
-        Err(err) => {
-            tracing::warn!(%err, "CLUSTER NODES failed; segments placed as on one server");
-            SlotOwners::single()
         }
     }
 }

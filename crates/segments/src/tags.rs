@@ -65,6 +65,23 @@ impl SlotOwners {
         Self { owner, masters: usize::from(masters).max(1) }
     }
 
+    /// The slot map of the Redis behind `redis`: the cluster's, from
+    /// `CLUSTER NODES`, or one server's. A cluster that cannot say is taken
+    /// as one server (the segments still work, on whatever masters their
+    /// tags land), and said in the log.
+    pub async fn read(redis: &mut hmdp_redis::Redis) -> Self {
+        if !redis.is_cluster() {
+            return Self::single();
+        }
+        match redis::cmd("CLUSTER").arg("NODES").query_async::<String>(redis).await {
+            Ok(nodes) => Self::from_cluster_nodes(&nodes),
+            Err(err) => {
+                tracing::warn!(%err, "CLUSTER NODES failed; segments placed as on one server");
+                Self::single()
+            }
+        }
+    }
+
     pub fn masters(&self) -> usize {
         self.masters
     }
