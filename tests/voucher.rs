@@ -113,6 +113,9 @@ async fn invalid_voucher_bodies_are_400_and_write_nothing() {
         ("zero shop", with("shopId", json!(0))),
         ("shop beyond BIGINT", with("shopId", json!(9_223_372_036_854_775_808u64))),
         ("title too long", with("title", json!("x".repeat(256)))),
+        ("title too long as sent", with("title", json!(format!(" {} ", "x".repeat(254))))),
+        ("title of a next-line character", with("title", json!("\u{85}"))),
+        ("title of a byte-order mark", with("title", json!("\u{feff} "))),
     ];
     for (what, body) in cases {
         let resp = app.post_json("/voucher/seckill", Some(ADMIN_KEY), &body).await;

@@ -23,6 +23,15 @@ pub(super) const STATUS_ON_SHELF: u8 = 1;
 const MAX_TITLE: usize = 255;
 const MAX_RULES: usize = 1024;
 
+/// What a title may not consist of alone: Unicode's white space, which
+/// `char::is_whitespace` knows, and the byte-order mark, which ECMAScript's
+/// `\s` counts. The schema's pattern lists the same characters one by one,
+/// as `\s` means something else in every regex engine a client may check
+/// it with (ECMAScript, Python, Rust).
+fn is_blank(c: char) -> bool {
+    c.is_whitespace() || c == '\u{feff}'
+}
+
 /// What a `DATETIME` column holds; an offset can push a valid-looking time
 /// (year 9999 at -01:00) outside it.
 const STORABLE_TIMES: std::ops::RangeInclusive<NaiveDateTime> =
@@ -66,8 +75,13 @@ pub(crate) struct VoucherForm {
 pub(crate) struct OrdinaryVoucherSchema {
     #[schema(minimum = 1)]
     shop_id: i64,
-    /// Not blank; at most 255 characters once trimmed.
-    #[schema(min_length = 1, max_length = 255, pattern = r"\S")]
+    /// Not white space alone (stored without the white space around it);
+    /// at most 255 characters as sent.
+    #[schema(
+        min_length = 1,
+        max_length = 255,
+        pattern = r"[^\t-\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff]"
+    )]
     title: String,
     #[schema(max_length = 255)]
     #[serde(default)]
@@ -99,8 +113,13 @@ pub(crate) struct OrdinaryVoucherSchema {
 pub(crate) struct SeckillVoucherSchema {
     #[schema(minimum = 1)]
     shop_id: i64,
-    /// Not blank; at most 255 characters once trimmed.
-    #[schema(min_length = 1, max_length = 255, pattern = r"\S")]
+    /// Not white space alone (stored without the white space around it);
+    /// at most 255 characters as sent.
+    #[schema(
+        min_length = 1,
+        max_length = 255,
+        pattern = r"[^\t-\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff]"
+    )]
     title: String,
     #[schema(max_length = 255)]
     #[serde(default)]
@@ -188,12 +207,13 @@ impl VoucherForm {
     }
 
     fn common(self, kind: u8) -> Result<NewVoucher, Invalid> {
-        let title = self.title.trim().to_owned();
+        // Counted as sent, as the schema's maxLength counts.
+        if self.title.chars().count() > MAX_TITLE || self.sub_title.chars().count() > MAX_TITLE {
+            return Err(Invalid::new(format!("title and subTitle are at most {MAX_TITLE} characters")));
+        }
+        let title = self.title.trim_matches(is_blank).to_owned();
         if title.is_empty() {
             return Err(Invalid::new("title must not be empty"));
-        }
-        if title.chars().count() > MAX_TITLE || self.sub_title.chars().count() > MAX_TITLE {
-            return Err(Invalid::new(format!("title and subTitle are at most {MAX_TITLE} characters")));
         }
         if self.rules.chars().count() > MAX_RULES {
             return Err(Invalid::new(format!("rules are at most {MAX_RULES} characters")));
