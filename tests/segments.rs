@@ -239,3 +239,26 @@ async fn the_segments_of_a_voucher_sit_on_as_many_masters_as_the_redis_has() {
         assert_eq!(used.len(), masters.min(8), "voucher {voucher}: {tags:?}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn buyers_are_not_told_sold_out_while_a_dead_borrowers_units_are_in_flight_and_buy_them_once_recovered() {
+    let (stock, mut redis) = segmented(4).await;
+    set_stocks(&stock, &mut redis, &[0, 0, 3, 0]).await;
+    // A borrower takes all three for segment 1 and dies before its credit.
+    let borrow = stock.lend(2, 1, 3).await.unwrap().expect("segment 2 lends");
+    assert_eq!(borrow.units, 3);
+
+    // Every segment reads zero, but three units are in flight: not sold out.
+    let waiting: Vec<u64> = (1..).filter(|user| route(*user, 4) != 1).take(40).collect();
+    let outcomes = race(&stock, waiting.iter().copied()).await;
+    assert!(outcomes.iter().all(|(_, b)| *b == Bought::Unsettled), "{outcomes:?}");
+
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    assert_eq!(stock.recover(Duration::from_millis(10)).await.unwrap().returned, 3);
+    let outcomes = race(&stock, waiting.iter().copied()).await;
+    let taken = outcomes.iter().filter(|(_, b)| matches!(b, Bought::Taken { .. })).count();
+    assert_eq!(taken, 3, "the recovered units sell: {outcomes:?}");
+    assert!(outcomes.iter().all(|(_, b)| matches!(b, Bought::Taken { .. } | Bought::SoldOut)));
+    assert_eq!(at_rest(&stock, &mut redis).await, (0, 0, 3));
+    remove(&stock, &mut redis).await;
+}

@@ -57,6 +57,11 @@ const IN_FLIGHT_WAIT: Duration = Duration::from_millis(2);
 /// segment each. A unit that comes back (a cancelled order) sells at once
 /// through [`SegmentedStock::reopen`], and within this long without it.
 const SOLD_OUT_MEMO: Duration = Duration::from_millis(200);
+/// How long a refill that gave up on units in flight (a borrower died
+/// mid-borrow) is the answer for every dry segment of this handle: the
+/// buyers queued behind it answer at once instead of each waiting out its
+/// own readings, and the next try after this reads again.
+const UNSETTLED_MEMO: Duration = Duration::from_millis(100);
 
 /// The lent hash's field counting lends; never a borrow id (those are
 /// 32 hex digits).
@@ -155,8 +160,9 @@ pub struct Reading {
 pub struct SegmentedStock {
     redis: Redis,
     segments: Arc<[SegmentKeys]>,
-    /// Until when the last reading of "sold out" stands.
-    sold_out_until: Arc<Mutex<Option<Instant>>>,
+    /// The last refill that found nothing to borrow ("sold out", or units
+    /// in flight that never landed), and until when it stands.
+    verdict: Arc<Mutex<Option<(Refill, Instant)>>>,
     /// One refill at a time per segment in this process: the buyers that
     /// find a segment dry together wait for one borrow instead of each
     /// making their own (which would pass the units back and forth).
@@ -167,7 +173,7 @@ impl SegmentedStock {
     pub fn new(redis: Redis, segments: Vec<SegmentKeys>) -> Self {
         assert!((1..=MAX_SEGMENTS).contains(&segments.len()), "1 to {MAX_SEGMENTS} segments");
         let refilling = segments.iter().map(|_| tokio::sync::Mutex::new(())).collect();
-        Self { redis, segments: segments.into(), sold_out_until: Arc::default(), refilling }
+        Self { redis, segments: segments.into(), verdict: Arc::default(), refilling }
     }
 
     pub fn segments(&self) -> &[SegmentKeys] {
@@ -225,10 +231,14 @@ impl SegmentedStock {
     /// that one holds, so that the number of borrows grows with the log of
     /// the stock, not with the buyers.
     pub async fn refill(&self, dry: usize) -> RedisResult<Refill> {
-        if self.sold_out_until.lock().expect("not poisoned").is_some_and(|until| Instant::now() < until) {
-            return Ok(Refill::SoldOut);
+        if let Some(verdict) = self.standing_verdict() {
+            return Ok(verdict);
         }
         let _one_at_a_time = self.refilling[dry].lock().await;
+        // What the refill this one waited behind found.
+        if let Some(verdict) = self.standing_verdict() {
+            return Ok(verdict);
+        }
         for _ in 0..REFILL_READINGS {
             let reading = self.reading().await?;
             if reading.stock[dry] > 0 {
@@ -245,8 +255,7 @@ impl SegmentedStock {
                     }
                 }
                 None if reading.in_flight == 0 && reading.consistent => {
-                    *self.sold_out_until.lock().expect("not poisoned") = Some(Instant::now() + SOLD_OUT_MEMO);
-                    return Ok(Refill::SoldOut);
+                    return Ok(self.stand_by(Refill::SoldOut, SOLD_OUT_MEMO));
                 }
                 // Units on their way somewhere: once they land, they can
                 // be borrowed from there.
@@ -254,14 +263,24 @@ impl SegmentedStock {
                 None => {}
             }
         }
-        Ok(Refill::Unsettled)
+        Ok(self.stand_by(Refill::Unsettled, UNSETTLED_MEMO))
     }
 
-    /// Units came back to a segment (a cancelled order, more stock): the
-    /// next dry segment reads them instead of trusting an earlier "sold
-    /// out".
+    fn standing_verdict(&self) -> Option<Refill> {
+        let verdict = self.verdict.lock().expect("not poisoned");
+        verdict.filter(|(_, until)| Instant::now() < *until).map(|(verdict, _)| verdict)
+    }
+
+    fn stand_by(&self, verdict: Refill, memo: Duration) -> Refill {
+        *self.verdict.lock().expect("not poisoned") = Some((verdict, Instant::now() + memo));
+        verdict
+    }
+
+    /// Units came back to a segment (a cancelled order, more stock, a
+    /// recovered borrow): the next dry segment reads them instead of
+    /// trusting an earlier verdict.
     pub fn reopen(&self) {
-        *self.sold_out_until.lock().expect("not poisoned") = None;
+        *self.verdict.lock().expect("not poisoned") = None;
     }
 
     /// The lender's half of a borrow: up to `wanted` units leave `from`,
@@ -344,6 +363,9 @@ impl SegmentedStock {
                     "an overdue borrow ended"
                 );
             }
+        }
+        if recovered.returned > 0 {
+            self.reopen();
         }
         Ok(recovered)
     }
