@@ -24,7 +24,7 @@ pub struct LabOptions {
     pub double_click_percent: u8,
     /// Segments of the segmented-stock strategies (the lock one also runs
     /// with one, its baseline).
-    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(2..=64))]
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=64))]
     pub segments: u32,
     /// The naive strategy's pause between reading the stock and writing it
     /// (up to twice this, depending on the buyer): it makes its race

@@ -57,6 +57,7 @@ pub async fn run(
     let stock = SegmentedStock::new(redis.clone(), keys);
     stock.put_on_sale(scale.stock as i64).await.context("putting the segments on sale")?;
 
+    let cpu_before = masters_cpu(&mut redis).await;
     let clock = Arc::new(SaleClock::default());
     let driven = {
         let (stock, clock) = (stock.clone(), clock.clone());
@@ -64,6 +65,7 @@ pub async fn run(
             .await
     };
 
+    let cpu_after = masters_cpu(&mut redis).await;
     let reading = stock.reading().await?;
     let mut rows = Vec::new();
     for keys in stock.segments() {
@@ -81,6 +83,12 @@ pub async fn run(
             driven.buyers
         ),
     ];
+    if let (Some(before), Some(after)) = (cpu_before, cpu_after) {
+        let spent: Vec<f64> = after.iter().zip(&before).map(|(a, b)| a - b).collect();
+        let busiest = spent.iter().copied().fold(0.0, f64::max);
+        let each = spent.iter().map(|s| format!("{s:.2}")).collect::<Vec<_>>().join(" / ");
+        notes.push(format!("busiest master {busiest:.2} s of CPU (each: {each})"));
+    }
     if borrowing {
         let requests = driven.successes.len() as u64 + driven.refusals.values().sum::<u64>();
         notes.push(format!(
@@ -151,4 +159,19 @@ async fn order(stock: SegmentedStock, user: u64, borrowing: bool, clock: Arc<Sal
             Err("ERROR".into())
         }
     }
+}
+
+/// Each master's CPU seconds so far (user + system, `INFO cpu`), in the
+/// order `masters()` lists them; `None` when one cannot be read.
+async fn masters_cpu(redis: &mut hmdp_redis::Redis) -> Option<Vec<f64>> {
+    let mut spent = Vec::new();
+    for master in redis.masters().await.ok()? {
+        let mut conn = redis::Client::open(master.as_str()).ok()?.get_multiplexed_async_connection().await.ok()?;
+        let info: String = redis::cmd("INFO").arg("cpu").query_async(&mut conn).await.ok()?;
+        let field = |name: &str| {
+            info.lines().find_map(|line| line.strip_prefix(name)?.strip_prefix(':')?.trim().parse::<f64>().ok())
+        };
+        spent.push(field("used_cpu_user")? + field("used_cpu_sys")?);
+    }
+    Some(spent)
 }
