@@ -86,8 +86,8 @@ pub async fn run(
     if let (Some(before), Some(after)) = (cpu_before, cpu_after) {
         let spent: Vec<f64> = after.iter().zip(&before).map(|(a, b)| a - b).collect();
         let busiest = spent.iter().copied().fold(0.0, f64::max);
-        let each = spent.iter().map(|s| format!("{s:.2}")).collect::<Vec<_>>().join(" / ");
-        notes.push(format!("busiest master {busiest:.2} s of CPU (each: {each})"));
+        let each = spent.iter().map(|s| format!("{s:.3}")).collect::<Vec<_>>().join(" / ");
+        notes.push(format!("busiest master {busiest:.3} s of CPU (each: {each})"));
     }
     if borrowing {
         let requests = driven.successes.len() as u64 + driven.refusals.values().sum::<u64>();
@@ -161,11 +161,14 @@ async fn order(stock: SegmentedStock, user: u64, borrowing: bool, clock: Arc<Sal
     }
 }
 
-/// Each master's CPU seconds so far (user + system, `INFO cpu`), in the
-/// order `masters()` lists them; `None` when one cannot be read.
+/// Each master's CPU seconds so far (user + system, `INFO cpu`), by
+/// address (`CLUSTER NODES` lists them in another order from each node);
+/// `None` when one cannot be read.
 async fn masters_cpu(redis: &mut hmdp_redis::Redis) -> Option<Vec<f64>> {
+    let mut masters = redis.masters().await.ok()?;
+    masters.sort();
     let mut spent = Vec::new();
-    for master in redis.masters().await.ok()? {
+    for master in masters {
         let mut conn = redis::Client::open(master.as_str()).ok()?.get_multiplexed_async_connection().await.ok()?;
         let info: String = redis::cmd("INFO").arg("cpu").query_async(&mut conn).await.ok()?;
         let field = |name: &str| {
