@@ -339,7 +339,7 @@ impl SegmentedStock {
                 OVERDUE.key(&keys.lent).arg(older_than_ms).invoke_async(&mut self.redis.clone()).await?;
             for pair in overdue.chunks_exact(2) {
                 let (id, entry) = (&pair[0], &pair[1]);
-                let Some(to) = entry.split(':').next().and_then(|t| t.parse::<usize>().ok()) else {
+                let Some(LentEntry { borrower: to, .. }) = LentEntry::parse(entry) else {
                     tracing::warn!(id, entry, "a lent entry that names no borrower; left alone");
                     continue;
                 };
@@ -400,7 +400,7 @@ impl SegmentedStock {
                 if field == MOVES {
                     moves_before += value.parse::<i64>().unwrap_or(0);
                 } else {
-                    in_flight += value.split(':').nth(1).and_then(|u| u.parse::<i64>().ok()).unwrap_or(0);
+                    in_flight += LentEntry::parse(value).map_or(0, |entry| entry.units);
                 }
             }
         }
@@ -411,6 +411,22 @@ impl SegmentedStock {
             consistent: moves_before == lends,
             lends,
         })
+    }
+}
+
+/// A borrow in flight as its lender records it, `<borrower>:<units>:<ms>`
+/// (written by `segment_lend.lua`).
+struct LentEntry {
+    borrower: usize,
+    units: i64,
+}
+
+impl LentEntry {
+    fn parse(entry: &str) -> Option<Self> {
+        let mut fields = entry.split(':');
+        let borrower = fields.next()?.parse().ok()?;
+        let units = fields.next()?.parse().ok()?;
+        Some(Self { borrower, units })
     }
 }
 
