@@ -87,19 +87,26 @@ impl Keys {
     /// hash tag `{<voucherId>}`, so one script can touch them all on Redis
     /// Cluster.
     pub fn seckill(&self, voucher_id: u64) -> Arc<SeckillKeys> {
-        self.vouchers.get_or_insert_with(voucher_id, || {
-            let key = |what: &str| format!("{}seckill:{what}:{{{voucher_id}}}", self.prefix);
-            Arc::new(SeckillKeys {
-                stock: key("stock"),
-                window: key("voucher"),
-                buyers: key("buyers"),
-                orders: key("orders"),
-                dead: key("dead"),
-                pending: key("pending"),
-                failed: key("failed"),
-                holders: key("holders"),
-            })
-        })
+        self.vouchers.get_or_insert_with(voucher_id, || Arc::new(self.seckill_segment(&voucher_id.to_string())))
+    }
+
+    /// One segment of a voucher sold in segments: the same keys under the
+    /// segment's hash tag. Segment 0's tag is the voucher id, so its keys
+    /// are [`Keys::seckill`]'s.
+    pub fn seckill_segment(&self, tag: &str) -> SeckillKeys {
+        let key = |what: &str| format!("{}seckill:{what}:{{{tag}}}", self.prefix);
+        SeckillKeys {
+            stock: key("stock"),
+            window: key("voucher"),
+            buyers: key("buyers"),
+            orders: key("orders"),
+            dead: key("dead"),
+            pending: key("pending"),
+            failed: key("failed"),
+            holders: key("holders"),
+            lent: key("lent"),
+            received: key("received"),
+        }
     }
 
     /// A dead-lettered order's voucher, so its `FAILED` is found after the
@@ -139,6 +146,13 @@ pub struct SeckillKeys {
     /// pending order is found by user (`DUPLICATE_ORDER` names it, `/mine`
     /// lists it) without reading the whole pending hash.
     pub holders: String,
+    /// hash, segmented vouchers only: borrow id -> `<borrower>:<units>:<ms>`
+    /// for units this segment lent that are still in flight, and `moves`,
+    /// a count of lends (`hmdp_segments`).
+    pub lent: String,
+    /// hash, segmented vouchers only: borrow id -> 1 credited, 0 void, for
+    /// borrows into this segment.
+    pub received: String,
 }
 
 impl SeckillKeys {
@@ -148,6 +162,12 @@ impl SeckillKeys {
     /// keys, the last two (failed orders, dead letters) outlive them.
     pub fn all(&self) -> [&str; 8] {
         [&self.stock, &self.window, &self.buyers, &self.orders, &self.pending, &self.holders, &self.failed, &self.dead]
+    }
+
+    /// The keys a segment's borrowing adds (absent for a voucher of one
+    /// segment).
+    pub fn borrowing(&self) -> [&str; 2] {
+        [&self.lent, &self.received]
     }
 }
 

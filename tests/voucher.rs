@@ -79,6 +79,42 @@ async fn a_seckill_voucher_is_created_with_both_rows_and_listed() {
 }
 
 #[tokio::test]
+async fn a_voucher_in_segments_records_a_distinct_tag_for_each_and_lists_how_many() {
+    let app = TestApp::spawn().await;
+    let mut ids = Vec::new();
+    for segments in [None, Some(1), Some(3), Some(16)] {
+        let mut body = seckill_body(100, BEGIN, END);
+        if let Some(n) = segments {
+            body["segments"] = json!(n);
+        }
+        ids.push((
+            expect_ok(app.post_json("/voucher/seckill", Some(ADMIN_KEY), &body).await).await["data"].as_u64().unwrap(),
+            segments.unwrap_or(1),
+        ));
+    }
+    let listed = expect_ok(app.get("/voucher/list/1", None).await).await;
+    for (id, segments) in ids {
+        let (stored, tags): (u8, String) =
+            sqlx::query_as("SELECT segments, segment_tags FROM tb_seckill_voucher WHERE voucher_id = ?")
+                .bind(id)
+                .fetch_one(&app.db)
+                .await
+                .unwrap();
+        assert_eq!(stored, segments);
+        // Segment 0's tag is the voucher id: not recorded, as a voucher of
+        // one segment keeps the keys it always had.
+        let tags: Vec<&str> = tags.split(',').filter(|t| !t.is_empty()).collect();
+        assert_eq!(tags.len(), usize::from(segments) - 1, "{tags:?}");
+        let mut all: std::collections::HashSet<String> = tags.iter().map(|t| t.to_string()).collect();
+        all.insert(id.to_string());
+        assert_eq!(all.len(), usize::from(segments), "distinct tags: {tags:?}");
+        assert!(tags.iter().all(|t| t.starts_with(&format!("{id}."))), "{tags:?}");
+        let item = listed["data"].as_array().unwrap().iter().find(|v| v["id"] == id).unwrap();
+        assert_eq!(item["segments"], segments, "{item}");
+    }
+}
+
+#[tokio::test]
 async fn invalid_voucher_bodies_are_400_and_write_nothing() {
     let app = TestApp::spawn().await;
     let base = seckill_body(10, BEGIN, END);
@@ -116,6 +152,11 @@ async fn invalid_voucher_bodies_are_400_and_write_nothing() {
         ("title too long as sent", with("title", json!(format!(" {} ", "x".repeat(254))))),
         ("title of a next-line character", with("title", json!("\u{85}"))),
         ("title of a byte-order mark", with("title", json!("\u{feff} "))),
+        ("no segment", with("segments", json!(0))),
+        ("more segments than 16", with("segments", json!(17))),
+        ("negative segments", with("segments", json!(-1))),
+        ("segments as string", with("segments", json!("2"))),
+        ("a fraction of a segment", with("segments", json!(2.5))),
     ];
     for (what, body) in cases {
         let resp = app.post_json("/voucher/seckill", Some(ADMIN_KEY), &body).await;
@@ -126,6 +167,9 @@ async fn invalid_voucher_bodies_are_400_and_write_nothing() {
     }
     // Seckill fields on the ordinary route are refused too.
     expect_error(app.post_json("/voucher", Some(ADMIN_KEY), &base).await, StatusCode::BAD_REQUEST, "VALIDATION").await;
+    let ordinary = json!({"shopId": 1, "title": "t", "payValue": 1, "actualValue": 2, "segments": 2});
+    expect_error(app.post_json("/voucher", Some(ADMIN_KEY), &ordinary).await, StatusCode::BAD_REQUEST, "VALIDATION")
+        .await;
     let raw = app
         .client
         .post(app.url("/voucher/seckill"))

@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use hmdp_lock::LockService;
 use hmdp_redis::Redis;
+use hmdp_segments::{SlotOwners, choose_tags};
 use sqlx::MySqlPool;
 
 use super::{
@@ -83,11 +84,17 @@ impl Seckill {
         self.0.mode.place(user_id, voucher_id).await
     }
 
-    /// A seckill voucher is being created, its row not yet committed:
-    /// whatever Redis held under its id goes, in either mode. An error here
-    /// fails the creation, with nothing created.
-    pub async fn prepare_sale(&self, voucher_id: u64) -> SeckillResult<()> {
-        stale::clear(&self.0.redis, &self.0.keys, voucher_id).await
+    /// Before a new seckill voucher's rows are committed: its segments'
+    /// hash tags are chosen, for masters of their own on a Redis Cluster
+    /// (segment 0's is the voucher id), and whatever another voucher left
+    /// under them is cleared (an error fails the creation, with nothing
+    /// created). Returns the tags of segments 1.., which the
+    /// row records so that every instance finds the same keys.
+    pub async fn prepare_sale(&self, voucher_id: u64, segments: u8) -> SeckillResult<Vec<String>> {
+        let owners = SlotOwners::read(&mut self.0.redis.clone()).await;
+        let tags = choose_tags(voucher_id, usize::from(segments.max(1)), &owners);
+        stale::clear(&self.0.redis, &self.0.keys, voucher_id, &tags).await?;
+        Ok(tags.into_iter().skip(1).collect())
     }
 
     /// A seckill voucher was created: in the asynchronous mode its keys are

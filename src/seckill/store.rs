@@ -70,14 +70,20 @@ pub async fn insert_sale<'e>(
     stock: i64,
     begin: NaiveDateTime,
     end: NaiveDateTime,
+    segment_tags: &[String],
 ) -> sqlx::Result<()> {
-    sqlx::query("INSERT INTO tb_seckill_voucher (voucher_id, stock, begin_time, end_time) VALUES (?, ?, ?, ?)")
-        .bind(voucher_id)
-        .bind(stock)
-        .bind(begin)
-        .bind(end)
-        .execute(db)
-        .await?;
+    sqlx::query(
+        "INSERT INTO tb_seckill_voucher (voucher_id, stock, begin_time, end_time, segments, segment_tags)
+         VALUES (?, ?, ?, ?, ?, ?)",
+    )
+    .bind(voucher_id)
+    .bind(stock)
+    .bind(begin)
+    .bind(end)
+    .bind(segment_tags.len() as u32 + 1)
+    .bind(segment_tags.join(","))
+    .execute(db)
+    .await?;
     Ok(())
 }
 

@@ -202,8 +202,9 @@ pub(crate) async fn create_seckill_voucher(
     let request = format!("POST /voucher/seckill {}", fingerprint(&form));
     let create = async move {
         let (voucher, sale) = form.into_seckill()?;
-        let id = store::insert_seckill_voucher(&db, &voucher, &sale, |id| sales.prepare_sale(id)).await?;
-        tracing::info!(voucher_id = id, stock = sale.stock, "seckill voucher created");
+        let id = store::insert_seckill_voucher(&db, &voucher, &sale, |id, segments| sales.prepare_sale(id, segments))
+            .await?;
+        tracing::info!(voucher_id = id, stock = sale.stock, segments = sale.segments, "seckill voucher created");
         sales.open_sale(id).await;
         ApiResult::Ok(Reply::data(id))
     };

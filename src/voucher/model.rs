@@ -22,6 +22,8 @@ pub(super) const TYPE_SECKILL: u8 = 1;
 pub(super) const STATUS_ON_SHELF: u8 = 1;
 const MAX_TITLE: usize = 255;
 const MAX_RULES: usize = 1024;
+/// The most segments a voucher is sold in (`hmdp_segments::MAX_SEGMENTS`).
+const MAX_SEGMENTS: u8 = hmdp_segments::MAX_SEGMENTS as u8;
 
 /// What a title may not consist of alone: Unicode's white space, which
 /// `char::is_whitespace` knows, and the byte-order mark, which ECMAScript's
@@ -62,6 +64,8 @@ pub(crate) struct VoucherForm {
     pub stock: Option<i64>,
     pub begin_time: Option<DateTime<FixedOffset>>,
     pub end_time: Option<DateTime<FixedOffset>>,
+    #[serde(default, deserialize_with = "whole::optional")]
+    pub segments: Option<i64>,
 }
 
 /// `POST /voucher` as the OpenAPI document states it: `VoucherForm` with
@@ -144,6 +148,12 @@ pub(crate) struct SeckillVoucherSchema {
     stock: i64,
     begin_time: DateTime<FixedOffset>,
     end_time: DateTime<FixedOffset>,
+    /// How many segments the stock is sold in, each under a Redis hash tag
+    /// of its own (on a cluster, on masters of their own): a voucher hotter
+    /// than one Redis master. The asynchronous mode sells them; the
+    /// synchronous mode sells from the row and records them only.
+    #[schema(minimum = 1, maximum = 16, default = 1)]
+    segments: Option<u8>,
 }
 
 /// A validated `tb_voucher` row to insert.
@@ -161,14 +171,15 @@ pub(crate) struct NewVoucher {
 /// A validated `tb_seckill_voucher` row to insert.
 pub(crate) struct NewSeckill {
     pub stock: i32,
+    pub segments: u8,
     pub begin_time: DateTime<FixedOffset>,
     pub end_time: DateTime<FixedOffset>,
 }
 
 impl VoucherForm {
     pub(crate) fn into_ordinary(self) -> Result<NewVoucher, Invalid> {
-        if self.stock.is_some() || self.begin_time.is_some() || self.end_time.is_some() {
-            return Err(Invalid::new("stock, beginTime and endTime belong to POST /voucher/seckill"));
+        if self.stock.is_some() || self.begin_time.is_some() || self.end_time.is_some() || self.segments.is_some() {
+            return Err(Invalid::new("stock, beginTime, endTime and segments belong to POST /voucher/seckill"));
         }
         if self.kind.is_some_and(|k| k != TYPE_ORDINARY) {
             return Err(Invalid::new("type must be 0 here; seckill vouchers go to POST /voucher/seckill"));
@@ -202,8 +213,13 @@ impl VoucherForm {
                 )));
             }
         }
+        let segments = self.segments.take().unwrap_or(1);
+        let segments = u8::try_from(segments)
+            .ok()
+            .filter(|n| (1..=MAX_SEGMENTS).contains(n))
+            .ok_or_else(|| Invalid::new(format!("segments must be between 1 and {MAX_SEGMENTS}")))?;
         let voucher = self.common(TYPE_SECKILL)?;
-        Ok((voucher, NewSeckill { stock, begin_time, end_time }))
+        Ok((voucher, NewSeckill { stock, segments, begin_time, end_time }))
     }
 
     fn common(self, kind: u8) -> Result<NewVoucher, Invalid> {
@@ -265,4 +281,8 @@ pub(crate) struct VoucherView {
     #[serde(skip_serializing_if = "Option::is_none", serialize_with = "crate::http::time::serialize_opt")]
     #[schema(value_type = Option<String>, format = DateTime)]
     pub end_time: Option<NaiveDateTime>,
+    /// How many segments a seckill voucher's stock is sold in.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<u8>)]
+    pub segments: Option<u8>,
 }

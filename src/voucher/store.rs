@@ -27,9 +27,10 @@ pub(super) async fn insert_voucher<'e>(db: impl MySqlExecutor<'e>, voucher: &New
 }
 
 /// Both rows in one transaction, so a seckill voucher never exists
-/// half-made. `before_commit` runs with the new id while the rows are not
-/// yet visible (the sale clears Redis for it there); its error rolls both
-/// back and nothing is created.
+/// half-made. `before_commit` runs with the new id and the segments wanted
+/// while the rows are not yet visible (the sale chooses the segments' tags
+/// and clears Redis under them there); its error rolls both back and
+/// nothing is created.
 pub(super) async fn insert_seckill_voucher<F, Fut, E>(
     db: &MySqlPool,
     voucher: &NewVoucher,
@@ -37,15 +38,15 @@ pub(super) async fn insert_seckill_voucher<F, Fut, E>(
     before_commit: F,
 ) -> Result<u64, E>
 where
-    F: FnOnce(u64) -> Fut,
-    Fut: Future<Output = Result<(), E>>,
+    F: FnOnce(u64, u8) -> Fut,
+    Fut: Future<Output = Result<Vec<String>, E>>,
     E: From<sqlx::Error>,
 {
     let mut tx = db.begin().await?;
     let id = insert_voucher(&mut *tx, voucher).await?;
     let (begin, end) = (sale.begin_time.naive_utc(), sale.end_time.naive_utc());
-    seckill::insert_sale(&mut *tx, id, sale.stock.into(), begin, end).await?;
-    before_commit(id).await?;
+    let segment_tags = before_commit(id, sale.segments).await?;
+    seckill::insert_sale(&mut *tx, id, sale.stock.into(), begin, end, &segment_tags).await?;
     tx.commit().await?;
     Ok(id)
 }
@@ -69,7 +70,7 @@ pub(super) async fn set_status(db: &MySqlPool, voucher_id: u64, status: u8) -> s
 pub(super) async fn shop_vouchers<'e>(db: impl MySqlExecutor<'e>, shop_id: u64) -> sqlx::Result<Vec<VoucherView>> {
     sqlx::query_as(
         "SELECT v.id, v.shop_id, v.title, v.sub_title, v.rules, v.pay_value, v.actual_value,
-                v.type, v.status, sv.stock, sv.begin_time, sv.end_time
+                v.type, v.status, sv.stock, sv.begin_time, sv.end_time, sv.segments
          FROM tb_voucher v
          LEFT JOIN tb_seckill_voucher sv ON sv.voucher_id = v.id
          WHERE v.shop_id = ? AND v.status = 1

@@ -50,8 +50,8 @@ pub async fn run(
     let voucher = new_voucher(&state.db, experiment).await?;
     let now = Utc::now().naive_utc();
     let (begin, end) = (now - chrono::Duration::minutes(1), now + chrono::Duration::days(1));
-    seckill::insert_sale(&state.db, voucher, scale.stock as i64, begin, end).await?;
-    state.seckill.prepare_sale(voucher).await.context("clearing stale keys")?;
+    let tags = state.seckill.prepare_sale(voucher, 1).await.context("clearing stale keys")?;
+    seckill::insert_sale(&state.db, voucher, scale.stock as i64, begin, end, &tags).await?;
     state.seckill.open_sale(voucher).await;
 
     let started = Instant::now();
