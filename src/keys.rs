@@ -146,9 +146,10 @@ pub struct SeckillKeys {
     /// pending order is found by user (`DUPLICATE_ORDER` names it, `/mine`
     /// lists it) without reading the whole pending hash.
     pub holders: String,
-    /// hash, segmented vouchers only: borrow id -> `<borrower>:<units>:<ms>`
-    /// for units this segment lent that are still in flight, and `moves`,
-    /// a count of lends (`hmdp_segments`).
+    /// hash, segmented vouchers only: borrow id -> `<borrower>:<units>:<ms>:<epoch>`
+    /// for units this segment lent that are still in flight, `moves`, a
+    /// count of lends, and `epoch`, renewed whenever the stock is set from
+    /// MariaDB (`hmdp_segments`).
     pub lent: String,
     /// hash, segmented vouchers only: borrow id -> 1 credited, 0 void, for
     /// borrows into this segment.

@@ -158,8 +158,10 @@ async fn a_borrower_that_dies_after_its_credit_keeps_the_units_and_the_record_is
     let credited: i64 = credit
         .key(&to.stock)
         .key(&to.received)
+        .key(&to.lent)
         .arg(&borrow.id)
         .arg(borrow.units)
+        .arg(&borrow.epoch)
         .invoke_async(&mut redis)
         .await
         .unwrap();
@@ -170,6 +172,30 @@ async fn a_borrower_that_dies_after_its_credit_keeps_the_units_and_the_record_is
     assert_eq!((recovered.returned, recovered.forgotten), (0, 1));
     let reading = stock.reading().await.unwrap();
     assert_eq!((reading.stock, reading.in_flight), (vec![0, 4, 4, 0], 0), "credited once, never returned");
+    remove(&stock, &mut redis).await;
+}
+
+#[tokio::test]
+async fn a_borrow_lent_before_the_stock_was_set_anew_is_neither_credited_nor_returned() {
+    let (stock, mut redis) = segmented(3).await;
+    set_stocks(&stock, &mut redis, &[0, 9, 0]).await;
+    let slow = stock.lend(1, 0, 4).await.unwrap().expect("segment 1 lends");
+    let dead = stock.lend(1, 2, 2).await.unwrap().expect("segment 1 lends again");
+    // The stock is set outright meanwhile, as the service sets it from
+    // MariaDB: a new epoch and each segment's stock, the records of the
+    // borrows in flight left where they are. What it sets already counts
+    // every unit, those in flight too.
+    for keys in stock.segments() {
+        let _: () = redis.hset(&keys.lent, hmdp_segments::EPOCH, "set-anew").await.unwrap();
+        let _: () = redis.set(&keys.stock, 10).await.unwrap();
+    }
+    assert!(!stock.complete(&slow).await.unwrap(), "a credit from before the setting does not land");
+    assert_eq!(stock.reading().await.unwrap().stock, vec![10, 10, 10], "nor is it returned to the lender");
+    // A borrower that died: recovery ends its borrow without returning it.
+    assert_eq!(stock.recover(Duration::ZERO).await.unwrap().returned, 0);
+    assert!(!stock.complete(&dead).await.unwrap());
+    let reading = stock.reading().await.unwrap();
+    assert_eq!((reading.stock, reading.in_flight), (vec![10, 10, 10], 0), "exactly what was set, nothing added");
     remove(&stock, &mut redis).await;
 }
 

@@ -66,6 +66,12 @@ const UNSETTLED_MEMO: Duration = Duration::from_millis(100);
 /// The lent hash's field counting lends; never a borrow id (those are
 /// 32 hex digits).
 const MOVES: &str = "moves";
+/// The lent hash's field naming the stock's epoch: whoever sets a
+/// segment's stock outright (a sale put on sale, the service's convergence
+/// from MariaDB) gives it a new epoch, so a borrow lent before that is
+/// neither credited after it nor returned into the stock it set (which
+/// counted the units already).
+pub const EPOCH: &str = "epoch";
 
 /// The segment of a user: stable across processes, versions and platforms
 /// (std's hasher is none of these) and even over sequential ids, which
@@ -73,6 +79,14 @@ const MOVES: &str = "moves";
 pub fn route(user_id: u64, segments: usize) -> usize {
     assert!(segments > 0, "a voucher has at least one segment");
     ((u128::from(splitmix64(user_id)) * segments as u128) >> 64) as usize
+}
+
+/// `stock` spread over `segments` as evenly as it goes, the remainder to
+/// the first ones.
+pub fn spread(stock: i64, segments: usize) -> Vec<i64> {
+    let n = segments.max(1) as i64;
+    let stock = stock.max(0);
+    (0..n).map(|i| stock / n + i64::from(i < stock % n)).collect()
 }
 
 /// splitmix64's output for the state `x` (Steele, Lea and Flood 2014).
@@ -90,8 +104,9 @@ pub struct SegmentKeys {
     pub stock: String,
     /// set: the users holding an order in this segment.
     pub buyers: String,
-    /// hash: borrow id -> `<borrower>:<units>:<ms>` for the units this
-    /// segment lent that are still in flight, and `moves`, how many lends.
+    /// hash: borrow id -> `<borrower>:<units>:<ms>:<epoch>` for the units this
+    /// segment lent that are still in flight, `moves`, how many lends, and
+    /// `epoch` (see [`EPOCH`]).
     pub lent: String,
     /// hash: borrow id -> 1 credited, 0 void, for borrows into this segment.
     pub received: String,
@@ -132,6 +147,9 @@ pub struct Borrow {
     pub from: usize,
     pub to: usize,
     pub units: i64,
+    /// The lender's epoch when it lent: the credit lands only in a
+    /// borrower of the same epoch.
+    pub epoch: String,
 }
 
 /// What a recovery pass did.
@@ -184,11 +202,11 @@ impl SegmentedStock {
     /// segments), each buyers set empty, nothing in flight.
     pub async fn put_on_sale(&self, stock: i64) -> RedisResult<()> {
         self.reopen();
-        let n = self.segments.len() as i64;
         let mut conn = self.redis.clone();
-        for (i, keys) in self.segments.iter().enumerate() {
-            let share = stock / n + i64::from((i as i64) < stock % n);
+        let epoch = uuid::Uuid::new_v4().simple().to_string();
+        for (keys, share) in self.segments.iter().zip(spread(stock, self.segments.len())) {
             let _: () = conn.del(&[&keys.buyers, &keys.lent, &keys.received]).await?;
+            let _: () = conn.hset(&keys.lent, EPOCH, &epoch).await?;
             let _: () = conn.set(&keys.stock, share).await?;
         }
         Ok(())
@@ -288,7 +306,7 @@ impl SegmentedStock {
     pub async fn lend(&self, from: usize, to: usize, wanted: i64) -> RedisResult<Option<Borrow>> {
         let keys = &self.segments[from];
         let id = uuid::Uuid::new_v4().simple().to_string();
-        let units: i64 = LEND
+        let (units, epoch): (i64, String) = LEND
             .key(&keys.stock)
             .key(&keys.lent)
             .arg(&id)
@@ -296,7 +314,7 @@ impl SegmentedStock {
             .arg(wanted)
             .invoke_async(&mut self.redis.clone())
             .await?;
-        Ok((units > 0).then_some(Borrow { id, from, to, units }))
+        Ok((units > 0).then_some(Borrow { id, from, to, units, epoch }))
     }
 
     /// The borrower's half, then the lender forgets the borrow. `false`
@@ -307,8 +325,10 @@ impl SegmentedStock {
         let credited: i64 = CREDIT
             .key(&to.stock)
             .key(&to.received)
+            .key(&to.lent)
             .arg(&borrow.id)
             .arg(borrow.units)
+            .arg(&borrow.epoch)
             .invoke_async(&mut self.redis.clone())
             .await?;
         self.settle(borrow.from, &borrow.id, credited == 1).await?;
@@ -399,7 +419,7 @@ impl SegmentedStock {
             for (field, value) in entries {
                 if field == MOVES {
                     moves_before += value.parse::<i64>().unwrap_or(0);
-                } else {
+                } else if field != EPOCH {
                     in_flight += LentEntry::parse(value).map_or(0, |entry| entry.units);
                 }
             }
@@ -414,8 +434,8 @@ impl SegmentedStock {
     }
 }
 
-/// A borrow in flight as its lender records it, `<borrower>:<units>:<ms>`
-/// (written by `segment_lend.lua`).
+/// A borrow in flight as its lender records it,
+/// `<borrower>:<units>:<ms>:<epoch>` (written by `segment_lend.lua`).
 struct LentEntry {
     borrower: usize,
     units: i64,
