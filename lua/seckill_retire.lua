@@ -3,7 +3,8 @@
 -- longer one, so a buyer can still read FAILED for a week.
 -- KEYS[1..8] the voucher's keys in the order of SeckillKeys::all (stock,
 -- window hash, buyers, orders stream, pending hash, holders hash: the
--- working keys; failed hash, dead stream: kept longer).
+-- working keys; failed hash, dead stream: kept longer), KEYS[9..] more
+-- working keys (a segment's lent and received hashes).
 -- ARGV[1] the sale's end, epoch ms (MariaDB's: the window hash may be gone),
 -- ARGV[2] how long after the end a sale is retired, ms, ARGV[3] how long
 -- the working keys stay after that, ms, ARGV[4] how long failed orders and
@@ -20,8 +21,8 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 if now < tonumber(ARGV[1]) + tonumber(ARGV[2]) then
     return 0
 end
-for i = 1, 6 do
-    if redis.call('PTTL', KEYS[i]) == -1 then
+for i = 1, #KEYS do
+    if (i <= 6 or i > 8) and redis.call('PTTL', KEYS[i]) == -1 then
         redis.call('PEXPIRE', KEYS[i], ARGV[3])
     end
 end

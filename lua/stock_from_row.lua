@@ -4,11 +4,12 @@
 -- order but those the caller found with their row). The caller holds the
 -- voucher's row lock, so no order is persisted meanwhile.
 -- argv[first..] are the ids of pending orders that have a row.
--- Returns {stock before, stock after}, or {-1, -1} when the keys are not
--- loaded (the load reads MariaDB itself).
+-- Returns {stock before, stock after, units short: how far the orders
+-- waiting exceed db_stock, which the stock cannot go below 0 for}, or
+-- {-1, -1, 0} when the keys are not loaded (the load reads MariaDB itself).
 local function stock_from_row(stock_key, buyers_key, pending_key, db_stock, argv, first)
     if redis.call('EXISTS', stock_key) == 0 or redis.call('SISMEMBER', buyers_key, '0') == 0 then
-        return {-1, -1}
+        return {-1, -1, 0}
     end
     local unpersisted = redis.call('HLEN', pending_key)
     for i = first, #argv do
@@ -18,9 +19,11 @@ local function stock_from_row(stock_key, buyers_key, pending_key, db_stock, argv
     end
     local before = tonumber(redis.call('GET', stock_key))
     local stock = db_stock - unpersisted
+    local short = 0
     if stock < 0 then
+        short = -stock
         stock = 0
     end
     redis.call('SET', stock_key, stock)
-    return {before, stock}
+    return {before, stock, short}
 end

@@ -75,6 +75,11 @@ impl<V> RecentIds<V> {
 }
 
 impl<V: Clone> RecentIds<V> {
+    /// The fresh value of `id`, if remembered.
+    pub(crate) fn get(&self, id: u64) -> Option<V> {
+        self.lock().get(&id).filter(|(at, _)| self.fresh(*at)).map(|(_, value)| value.clone())
+    }
+
     /// The fresh value of `id`, or one made by `make` and remembered.
     pub(crate) fn get_or_insert_with(&self, id: u64, make: impl FnOnce() -> V) -> V {
         let mut entries = self.lock();

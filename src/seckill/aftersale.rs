@@ -22,7 +22,9 @@ use super::{
     error::{SeckillError, SeckillResult},
     mode::Mode,
     model::{OrderState, OrderView, status},
-    order, store,
+    order,
+    segments::SegmentMaps,
+    store,
 };
 use crate::keys::Keys;
 
@@ -36,6 +38,7 @@ pub(super) struct AfterSale {
     pub db: MySqlPool,
     pub redis: Redis,
     pub keys: Keys,
+    pub segments: Arc<SegmentMaps>,
     pub pay_timeout_s: u64,
     /// Told of every unit returned, and given each round.
     pub mode: Arc<Mode>,
@@ -151,7 +154,8 @@ impl AfterSale {
                 let pending = match owner {
                     Some(user) => {
                         let rows = order::Rows { primary: &self.db, replica: None };
-                        order::find_owned(rows, &mut self.redis.clone(), &self.keys, order_id, user).await?
+                        order::find_owned(rows, &mut self.redis.clone(), &self.keys, &self.segments, order_id, user)
+                            .await?
                     }
                     None => None,
                 };

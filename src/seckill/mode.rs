@@ -12,6 +12,7 @@ use super::{
     error::SeckillResult,
     model::{PlacedOrder, StockSet},
     parts::{Dependencies, Workers},
+    segments::SegmentMaps,
     sync::{GroupStats, SyncOrders},
 };
 use crate::config::{Config, SeckillMode};
@@ -31,10 +32,11 @@ impl Mode {
         instance: &str,
         deps: &Dependencies,
         workers: &Workers,
+        segments: &Arc<SegmentMaps>,
     ) -> anyhow::Result<Self> {
         Ok(match config.seckill.mode {
             SeckillMode::Sync => Self::Sync(Arc::new(SyncOrders::build(&config.seckill, deps, workers))),
-            SeckillMode::Async => Self::Async(Box::new(AsyncMode::build(config, instance, deps).await?)),
+            SeckillMode::Async => Self::Async(Box::new(AsyncMode::build(config, instance, deps, segments).await?)),
         })
     }
 

@@ -10,6 +10,7 @@ use sqlx::MySqlPool;
 use super::{
     error::SeckillResult,
     model::{OrderState, OrderView},
+    segments::SegmentMaps,
     store,
 };
 use crate::keys::Keys;
@@ -33,11 +34,12 @@ pub(super) async fn find_owned(
     rows: Rows<'_>,
     redis: &mut Redis,
     keys: &Keys,
+    maps: &SegmentMaps,
     order_id: i64,
     user_id: u64,
 ) -> SeckillResult<Option<OrderView>> {
     let active: Vec<u64> = redis.smembers(keys.seckill_active()).await?;
-    if let Some(view) = in_redis(redis, keys, &active, order_id, user_id, OrderState::Pending).await? {
+    if let Some(view) = in_redis(redis, maps, &active, order_id, user_id, OrderState::Pending).await? {
         return Ok(Some(view));
     }
     if let Some(replica) = rows.replica
@@ -53,14 +55,14 @@ pub(super) async fn find_owned(
     // may have been retired from the active set); else the active sales.
     let indexed: Option<u64> = redis.get(keys.failed_order(order_id)).await?;
     let vouchers = indexed.map_or(active, |voucher| vec![voucher]);
-    in_redis(redis, keys, &vouchers, order_id, user_id, OrderState::Failed).await
+    in_redis(redis, maps, &vouchers, order_id, user_id, OrderState::Failed).await
 }
 
-/// The order in the pending or failed hash of one of the active vouchers;
-/// each holds `<userId>:<ts ms>`.
+/// The order in the pending or failed hash of one of the active vouchers
+/// (of each of their segments); each holds `<userId>:<ts ms>`.
 async fn in_redis(
     redis: &mut Redis,
-    keys: &Keys,
+    maps: &SegmentMaps,
     active: &[u64],
     order_id: i64,
     user_id: u64,
@@ -69,10 +71,15 @@ async fn in_redis(
     if active.is_empty() {
         return Ok(None);
     }
-    // One HGET per voucher, concurrently: the vouchers' hashes live in
-    // different slots of a cluster.
-    let lookups = active.iter().map(|&voucher| {
-        let sk = keys.seckill(voucher);
+    // One HGET per segment, concurrently: the hashes live in different
+    // slots of a cluster.
+    let mut hashes = Vec::new();
+    for &voucher in active {
+        for sk in maps.of_or_single(voucher).await?.keys() {
+            hashes.push((voucher, sk.clone()));
+        }
+    }
+    let lookups = hashes.iter().map(|(_, sk)| {
         let mut redis = redis.clone();
         async move {
             let hash = if state == OrderState::Pending { &sk.pending } else { &sk.failed };
@@ -80,7 +87,7 @@ async fn in_redis(
         }
     });
     let found: Vec<Option<String>> = futures::future::try_join_all(lookups).await?;
-    for (&voucher_id, value) in active.iter().zip(found) {
+    for (&(voucher_id, _), value) in hashes.iter().zip(found) {
         let Some((owner, ts)) = value.as_deref().and_then(|v| v.split_once(':')) else { continue };
         if owner.parse() != Ok(user_id) {
             return Ok(None);
@@ -98,11 +105,12 @@ pub(super) async fn list_owned(
     rows: Rows<'_>,
     redis: &mut Redis,
     keys: &Keys,
+    maps: &SegmentMaps,
     user_id: u64,
     page: u32,
     per_page: u32,
 ) -> SeckillResult<(Vec<OrderView>, u64)> {
-    let pending = pending_of(rows.primary, redis, keys, user_id).await?;
+    let pending = pending_of(rows.primary, redis, keys, maps, user_id).await?;
     let db = rows.replica.unwrap_or(rows.primary);
     let offset = u64::from(page.saturating_sub(1)) * u64::from(per_page);
     let end = offset + u64::from(per_page);
@@ -119,15 +127,26 @@ pub(super) async fn list_owned(
 }
 
 /// The user's pending orders, newest first: one per voucher at most (the
-/// holders hash of each active voucher), those already persisted left out.
-async fn pending_of(db: &MySqlPool, redis: &mut Redis, keys: &Keys, user_id: u64) -> SeckillResult<Vec<OrderView>> {
+/// holders hash of each active voucher, in the user's segment), those
+/// already persisted left out.
+async fn pending_of(
+    db: &MySqlPool,
+    redis: &mut Redis,
+    keys: &Keys,
+    maps: &SegmentMaps,
+    user_id: u64,
+) -> SeckillResult<Vec<OrderView>> {
     let active: Vec<u64> = redis.smembers(keys.seckill_active()).await?;
     if active.is_empty() {
         return Ok(Vec::new());
     }
+    let mut holders = Vec::with_capacity(active.len());
+    for &voucher in &active {
+        let segments = maps.of_or_single(voucher).await?;
+        holders.push((voucher, segments.keys()[segments.of_user(user_id)].clone()));
+    }
     // The vouchers' hashes live in different slots of a cluster.
-    let lookups = active.iter().map(|&voucher| {
-        let sk = keys.seckill(voucher);
+    let lookups = holders.into_iter().map(|(voucher, sk)| {
         let mut redis = redis.clone();
         async move {
             let Some(order_id) = redis.hget::<_, _, Option<i64>>(&sk.holders, user_id).await? else {

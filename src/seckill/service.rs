@@ -15,6 +15,7 @@ use super::{
     model::{OrderView, PlacedOrder, StockSet},
     order,
     parts::{Dependencies, Workers},
+    segments::SegmentMaps,
     stale,
     sync::GroupStats,
 };
@@ -31,6 +32,8 @@ struct Service {
     replica: Option<MySqlPool>,
     redis: Redis,
     keys: Keys,
+    /// Each voucher's segments, read from its row once.
+    segments: Arc<SegmentMaps>,
     locks: LockService,
     /// Payment, cancellation, refund, redemption and the unpaid timeout.
     aftersale: Arc<AfterSale>,
@@ -43,16 +46,18 @@ impl Seckill {
     /// starts with `start`.
     pub(crate) async fn build(config: &Config, instance: &str, deps: Dependencies) -> anyhow::Result<Self> {
         let workers = Workers::default();
-        let mode = Arc::new(Mode::build(config, instance, &deps, &workers).await?);
+        let segments = Arc::new(SegmentMaps::new(deps.db.clone(), deps.redis.clone(), deps.keys.clone()));
+        let mode = Arc::new(Mode::build(config, instance, &deps, &workers, &segments).await?);
         let Dependencies { db, replica, redis, keys, locks, .. } = deps;
         let aftersale = Arc::new(AfterSale {
             db: db.clone(),
             redis: redis.clone(),
             keys: keys.clone(),
+            segments: segments.clone(),
             pay_timeout_s: config.orders.order_pay_timeout_s,
             mode: mode.clone(),
         });
-        Ok(Self(Arc::new(Service { mode, db, replica, redis, keys, locks, aftersale, workers })))
+        Ok(Self(Arc::new(Service { mode, db, replica, redis, keys, segments, locks, aftersale, workers })))
     }
 
     /// `sync` or `async`, for logs and metrics labels.
@@ -125,7 +130,9 @@ impl Seckill {
     /// was told about is never "not found".
     pub(crate) async fn find_order(&self, order_id: i64, user_id: u64) -> SeckillResult<Option<OrderView>> {
         let rows = order::Rows { primary: &self.0.db, replica: self.0.replica.as_ref() };
-        let found = order::find_owned(rows, &mut self.0.redis.clone(), &self.0.keys, order_id, user_id).await?;
+        let found =
+            order::find_owned(rows, &mut self.0.redis.clone(), &self.0.keys, &self.0.segments, order_id, user_id)
+                .await?;
         Ok(found.map(|order| order.with_terms(self.0.aftersale.pay_timeout())))
     }
 
@@ -159,7 +166,8 @@ impl Seckill {
         // pending orders come from Redis, checked against the primary.
         let rows = order::Rows { primary: &self.0.db, replica: self.0.replica.as_ref() };
         let (orders, total) =
-            order::list_owned(rows, &mut self.0.redis.clone(), &self.0.keys, user_id, page, per_page).await?;
+            order::list_owned(rows, &mut self.0.redis.clone(), &self.0.keys, &self.0.segments, user_id, page, per_page)
+                .await?;
         let terms = self.0.aftersale.pay_timeout();
         Ok((orders.into_iter().map(|o| o.with_terms(terms)).collect(), total))
     }

@@ -99,6 +99,15 @@ pub(super) async fn sale<'e>(db: impl MySqlExecutor<'e>, voucher_id: u64) -> sql
     .await
 }
 
+/// The hash tags of the voucher's segments 1.. (comma-separated, `''` for
+/// one segment), or `None` for a voucher that is not a seckill one.
+pub(super) async fn segment_tags<'e>(db: impl MySqlExecutor<'e>, voucher_id: u64) -> sqlx::Result<Option<String>> {
+    sqlx::query_scalar("SELECT segment_tags FROM tb_seckill_voucher WHERE voucher_id = ?")
+        .bind(voucher_id)
+        .fetch_optional(db)
+        .await
+}
+
 /// Whether the voucher is on the shelf, read under a shared lock taken
 /// first in the order's transaction: an admin taking it off the shelf waits
 /// for the orders that read it on, and every order after sees it off. (The

@@ -93,6 +93,16 @@ impl Api {
         self.create_seckill(stock, now - chrono::Duration::minutes(1), now + chrono::Duration::hours(1)).await
     }
 
+    /// A seckill voucher open now whose stock is sold in `segments`.
+    pub async fn open_seckill_in_segments(&self, stock: i64, segments: u8) -> u64 {
+        let now = chrono::Utc::now();
+        let (begin, end) = (now - chrono::Duration::minutes(1), now + chrono::Duration::hours(1));
+        let mut body = seckill_body(stock, &begin.to_rfc3339(), &end.to_rfc3339());
+        body["segments"] = serde_json::json!(segments);
+        let created = expect_ok(self.post_json("/voucher/seckill", Some(&self.admin_key), &body).await).await;
+        created["data"].as_u64().expect("voucher id")
+    }
+
     pub async fn create_seckill(
         &self,
         stock: i64,

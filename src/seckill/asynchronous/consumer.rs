@@ -8,9 +8,14 @@
 //! entry persisted before never adds a row or takes stock twice.
 //! The same row lock orders persistence against dead-lettering (`recovery`),
 //! so an order is either persisted or given back, never both.
+//!
+//! A voucher sold in segments has a stream per segment, each read and
+//! persisted as a voucher's; the borrows between its segments whose
+//! borrower died mid-borrow are ended here too.
 
 use std::{
     collections::{HashMap, HashSet},
+    sync::Arc,
     time::Duration,
 };
 
@@ -32,7 +37,10 @@ use super::{
 };
 use crate::{
     keys::{Keys, SeckillKeys},
-    seckill::store::{self, NewOrder, OrderOwner},
+    seckill::{
+        segments::{SegmentMaps, Segments},
+        store::{self, NewOrder, OrderOwner},
+    },
 };
 
 /// How long one XREADGROUP waits for new entries; also how late the
@@ -45,9 +53,27 @@ const BACKOFF: Duration = Duration::from_millis(200);
 /// How often, at most, the consumer looks for sales to retire.
 const RETIRE_EVERY: Duration = Duration::from_secs(10);
 
-/// XAUTOCLAIM pages looked at per voucher and round, so a huge backlog of
+/// XAUTOCLAIM pages looked at per stream and round, so a huge backlog of
 /// idle entries cannot starve the new ones.
 const CLAIM_PAGES: usize = 8;
+/// A borrow between segments still in flight after this long lost its
+/// borrower (a live one settles within milliseconds): its units go back.
+const BORROW_OVERDUE: Duration = Duration::from_secs(2);
+
+/// One order stream: a voucher's, or one segment's of a voucher sold in
+/// segments.
+#[derive(Clone)]
+struct Stream {
+    voucher: u64,
+    segments: Arc<Segments>,
+    segment: usize,
+}
+
+impl Stream {
+    fn keys(&self) -> &SeckillKeys {
+        &self.segments.keys()[self.segment]
+    }
+}
 
 /// What a consumer needs; built once at start-up.
 #[derive(Clone)]
@@ -58,6 +84,7 @@ pub(crate) struct Consumer {
     pub(crate) blocking: Redis,
     pub(crate) redis: Redis,
     pub(crate) keys: Keys,
+    pub(crate) segments: Arc<SegmentMaps>,
     pub(crate) name: String,
     pub(crate) batch_max: usize,
     pub(crate) claim_idle: Duration,
@@ -70,39 +97,42 @@ impl Consumer {
     /// Runs until `stop`; errors are logged and retried, never fatal.
     pub(crate) async fn run(self, stop: CancellationToken) {
         tracing::info!(consumer = %self.name, "order stream consumer started");
-        // Vouchers whose group this consumer made sure of and whose own
+        // Streams whose group this consumer made sure of and whose own
         // pending entries it re-read (entries it was given before a restart).
-        let mut ready: HashSet<u64> = HashSet::new();
+        let mut ready: HashSet<String> = HashSet::new();
         let mut last_claim = Instant::now();
         let retire_every = self.retire_after.min(RETIRE_EVERY);
         let mut last_retire = Instant::now();
         while !stop.is_cancelled() {
             let round = async {
                 let active = self.active_vouchers().await?;
-                for &voucher in &active {
-                    if !ready.contains(&voucher) {
-                        self.ensure_group(voucher).await?;
-                        self.reread_own_pending(voucher).await?;
-                        ready.insert(voucher);
+                let mut streams = self.streams(&active).await?;
+                for stream in &streams {
+                    if !ready.contains(&stream.keys().orders) {
+                        self.ensure_group(stream).await?;
+                        self.reread_own_pending(stream).await?;
+                        ready.insert(stream.keys().orders.clone());
                     }
                 }
                 if last_claim.elapsed() >= self.claim_idle / 2 {
-                    for &voucher in &active {
-                        self.claim_idle(voucher).await?;
+                    for stream in &streams {
+                        self.claim_idle(stream).await?;
                     }
+                    self.recover_borrows(&streams).await;
                     last_claim = Instant::now();
                 }
                 if last_retire.elapsed() >= retire_every {
-                    let retired = self.retire(&active).await?;
-                    // Only the vouchers still read are remembered.
-                    ready.retain(|v| active.contains(v) && !retired.contains(v));
+                    let retired = self.retire(&streams).await?;
+                    streams.retain(|s| !retired.contains(&s.voucher));
+                    // Only the streams still read are remembered.
+                    ready.retain(|name| streams.iter().any(|s| s.keys().orders == *name));
                     last_retire = Instant::now();
                 }
-                if active.is_empty() {
+                if streams.is_empty() {
                     tokio::time::sleep(BLOCK).await;
                     return Ok(());
                 }
-                self.read_new(&active).await
+                self.read_new(&streams).await
             };
             let result: Result<(), PersistError> = tokio::select! {
                 () = stop.cancelled() => break,
@@ -121,12 +151,43 @@ impl Consumer {
         tracing::info!(consumer = %self.name, "order stream consumer stopped");
     }
 
+    /// Every stream of the active vouchers: one per segment.
+    async fn streams(&self, active: &[u64]) -> Result<Vec<Stream>, PersistError> {
+        let mut streams = Vec::with_capacity(active.len());
+        for &voucher in active {
+            let segments = self.segments.of_or_single(voucher).await?;
+            for segment in 0..segments.count() {
+                streams.push(Stream { voucher, segments: segments.clone(), segment });
+            }
+        }
+        Ok(streams)
+    }
+
+    /// Ends the borrows between segments that lost their borrower; each
+    /// voucher once (its streams share one `Segments`).
+    async fn recover_borrows(&self, streams: &[Stream]) {
+        for stream in streams.iter().filter(|s| s.segment == 0) {
+            let Some(borrowing) = stream.segments.borrowing() else { continue };
+            match borrowing.recover(BORROW_OVERDUE).await {
+                Ok(recovered) if recovered.returned > 0 || recovered.forgotten > 0 => {
+                    metrics::counter!("hmdp_segment_units_recovered_total").increment(recovered.returned as u64);
+                    tracing::warn!(voucher = stream.voucher, ?recovered, "borrows whose borrower died were ended");
+                }
+                Ok(_) => {}
+                Err(err) => {
+                    tracing::warn!(voucher = stream.voucher, error = %err, "recovering borrows failed; again next round")
+                }
+            }
+        }
+    }
+
     /// Retires the sales that ended `retire_after` ago and drained.
     /// Returns the vouchers retired.
-    async fn retire(&self, active: &[u64]) -> Result<Vec<u64>, PersistError> {
+    async fn retire(&self, streams: &[Stream]) -> Result<Vec<u64>, PersistError> {
         let mut retired = Vec::new();
-        for &voucher in active {
-            if mirror::retire(&self.db, &self.redis, &self.keys, voucher, self.retire_after).await? {
+        for stream in streams.iter().filter(|s| s.segment == 0) {
+            let voucher = stream.voucher;
+            if mirror::retire(&self.db, &self.redis, &self.keys, &stream.segments, voucher, self.retire_after).await? {
                 tracing::info!(consumer = %self.name, voucher, "sale ended and drained; retired");
                 retired.push(voucher);
             }
@@ -143,14 +204,14 @@ impl Consumer {
     /// Takes over the voucher's entries idle for longer than the claim
     /// bound, from any consumer of the group (this one included), and
     /// retries them.
-    async fn claim_idle(&self, voucher: u64) -> Result<(), PersistError> {
-        let sk = self.keys.seckill(voucher);
+    async fn claim_idle(&self, stream: &Stream) -> Result<(), PersistError> {
         let mut start = "0-0".to_owned();
         for _ in 0..CLAIM_PAGES {
-            let (claimed, next) = self.recovery.claim_page(&sk, &start).await?;
+            let (claimed, next) = self.recovery.claim_page(stream.keys(), &start).await?;
             if !claimed.is_empty() {
-                tracing::info!(consumer = %self.name, voucher, count = claimed.len(), "took over idle order entries");
-                self.handle(voucher, claimed).await;
+                let (voucher, count) = (stream.voucher, claimed.len());
+                tracing::info!(consumer = %self.name, voucher, segment = stream.segment, count, "took over idle order entries");
+                self.handle(stream, claimed).await;
             }
             if next == "0-0" {
                 break;
@@ -162,17 +223,16 @@ impl Consumer {
 
     /// Creates the group from the stream's start, making the stream when it
     /// does not exist; an existing group is left as it is.
-    async fn ensure_group(&self, voucher: u64) -> Result<(), PersistError> {
+    async fn ensure_group(&self, stream: &Stream) -> Result<(), PersistError> {
         let created: redis::RedisResult<()> =
-            self.redis.clone().xgroup_create_mkstream(&self.keys.seckill(voucher).orders, GROUP, "0").await;
+            self.redis.clone().xgroup_create_mkstream(&stream.keys().orders, GROUP, "0").await;
         match created {
             Err(err) if err.code() == Some("BUSYGROUP") => Ok(()),
             other => Ok(other?),
         }
     }
 
-    async fn reread_own_pending(&self, voucher: u64) -> Result<(), PersistError> {
-        let stream = &self.keys.seckill(voucher).orders;
+    async fn reread_own_pending(&self, stream: &Stream) -> Result<(), PersistError> {
         let mut after = "0".to_owned();
         loop {
             let reply: StreamReadReply = redis::cmd("XREADGROUP")
@@ -182,35 +242,36 @@ impl Consumer {
                 .arg("COUNT")
                 .arg(self.batch_max)
                 .arg("STREAMS")
-                .arg(stream)
+                .arg(&stream.keys().orders)
                 .arg(&after)
                 .query_async(&mut self.redis.clone())
                 .await?;
             let entries: Vec<StreamId> = reply.keys.into_iter().flat_map(|k| k.ids).collect();
             let Some(last) = entries.last() else { return Ok(()) };
             after = last.id.clone();
-            tracing::info!(consumer = %self.name, voucher, count = entries.len(), "re-reading own pending entries");
-            self.handle(voucher, entries).await;
+            let (voucher, count) = (stream.voucher, entries.len());
+            tracing::info!(consumer = %self.name, voucher, segment = stream.segment, count, "re-reading own pending entries");
+            self.handle(stream, entries).await;
         }
     }
 
-    /// New entries of the active vouchers. One Redis (or one voucher)
-    /// takes one blocking read over every stream; a cluster keeps the
+    /// New entries of the active streams. One Redis (or one stream) takes
+    /// one blocking read over every stream; a cluster keeps the
     /// streams in many slots and refuses a read across them, so there each
     /// stream is read on its own, without blocking (a blocking read would
     /// hold up the reads queued behind it on the node's connection), and an
     /// empty round waits `IDLE_POLL`.
-    async fn read_new(&self, active: &[u64]) -> Result<(), PersistError> {
-        if active.len() == 1 || !self.blocking.is_cluster() {
-            let found = self.read(active, Some(BLOCK), &mut self.blocking.clone()).await?;
+    async fn read_new(&self, streams: &[Stream]) -> Result<(), PersistError> {
+        if streams.len() == 1 || !self.blocking.is_cluster() {
+            let found = self.read(streams, Some(BLOCK), &mut self.blocking.clone()).await?;
             self.handle_all(found).await;
             return Ok(());
         }
-        let reads = active.iter().map(|voucher| {
+        let reads = streams.iter().map(|stream| {
             let mut redis = self.redis.clone();
-            async move { self.read(std::slice::from_ref(voucher), None, &mut redis).await }
+            async move { self.read(std::slice::from_ref(stream), None, &mut redis).await }
         });
-        let found: Vec<(u64, Vec<StreamId>)> =
+        let found: Vec<(Stream, Vec<StreamId>)> =
             futures::future::try_join_all(reads).await?.into_iter().flatten().collect();
         if found.is_empty() {
             tokio::time::sleep(IDLE_POLL).await;
@@ -221,12 +282,11 @@ impl Consumer {
 
     async fn read(
         &self,
-        vouchers: &[u64],
+        read_from: &[Stream],
         block: Option<Duration>,
         redis: &mut Redis,
-    ) -> Result<Vec<(u64, Vec<StreamId>)>, PersistError> {
-        let keys: Vec<_> = vouchers.iter().map(|&v| self.keys.seckill(v)).collect();
-        let streams: Vec<&str> = keys.iter().map(|sk| sk.orders.as_str()).collect();
+    ) -> Result<Vec<(Stream, Vec<StreamId>)>, PersistError> {
+        let streams: Vec<&str> = read_from.iter().map(|s| s.keys().orders.as_str()).collect();
         let mut read = redis::cmd("XREADGROUP");
         read.arg("GROUP").arg(GROUP).arg(&self.name).arg("COUNT").arg(self.batch_max);
         if let Some(block) = block {
@@ -234,18 +294,18 @@ impl Consumer {
         }
         let reply: Option<StreamReadReply> =
             read.arg("STREAMS").arg(&streams).arg(vec![">"; streams.len()]).query_async(redis).await?;
-        let by_stream: HashMap<&str, u64> = streams.iter().copied().zip(vouchers.iter().copied()).collect();
+        let by_stream: HashMap<&str, &Stream> = streams.iter().copied().zip(read_from).collect();
         Ok(reply
             .map(|r| r.keys)
             .unwrap_or_default()
             .into_iter()
-            .filter_map(|key| Some((*by_stream.get(key.key.as_str())?, key.ids)))
+            .filter_map(|key| Some(((*by_stream.get(key.key.as_str())?).clone(), key.ids)))
             .collect())
     }
 
-    async fn handle_all(&self, found: Vec<(u64, Vec<StreamId>)>) {
-        for (voucher, entries) in found {
-            self.handle(voucher, entries).await;
+    async fn handle_all(&self, found: Vec<(Stream, Vec<StreamId>)>) {
+        for (stream, entries) in found {
+            self.handle(&stream, entries).await;
         }
     }
 
@@ -253,19 +313,19 @@ impl Consumer {
     /// database refuses is retried entry by entry, so one bad entry holds up
     /// no other; the bad one stays pending until recovery retries it or, past
     /// the delivery limit, dead-letters it.
-    async fn handle(&self, voucher: u64, raw: Vec<StreamId>) {
-        let sk = self.keys.seckill(voucher);
+    async fn handle(&self, stream: &Stream, raw: Vec<StreamId>) {
+        let (voucher, sk) = (stream.voucher, stream.keys());
         let mut entries = Vec::with_capacity(raw.len());
         for r in &raw {
             match Entry::parse(r) {
                 Some(entry) => entries.push(entry),
-                None => self.recovery.dead_letter_malformed(&sk, voucher, r).await,
+                None => self.recovery.dead_letter_malformed(sk, voucher, r).await,
             }
         }
         if entries.is_empty() {
             return;
         }
-        match self.persist(voucher, &sk, &entries).await {
+        match self.persist(stream, &entries).await {
             Ok(()) => {}
             Err(PersistError::Unavailable(err)) => {
                 metrics::counter!("hmdp_async_consumer_failures_total", "what" => "batch_unavailable").increment(1);
@@ -275,10 +335,10 @@ impl Consumer {
                 metrics::counter!("hmdp_async_consumer_failures_total", "what" => "batch_refused").increment(1);
                 tracing::warn!(voucher, count = entries.len(), error = %format!("{err:#}"), "batch refused; persisting one by one");
                 for entry in &entries {
-                    match self.persist(voucher, &sk, std::slice::from_ref(entry)).await {
+                    match self.persist(stream, std::slice::from_ref(entry)).await {
                         Ok(()) => {}
                         Err(PersistError::Refused(err)) => {
-                            self.recovery.refused(&sk, voucher, entry, &format!("{err:#}")).await;
+                            self.recovery.refused(&stream.segments, sk, voucher, entry, &format!("{err:#}")).await;
                         }
                         Err(PersistError::Unavailable(err)) => {
                             tracing::warn!(voucher, order_id = entry.order_id, error = %format!("{err:#}"), "order not persisted; will retry");
@@ -290,7 +350,8 @@ impl Consumer {
     }
 
     /// One transaction for the batch, then the acknowledgement.
-    async fn persist(&self, voucher: u64, sk: &SeckillKeys, entries: &[Entry]) -> Result<(), PersistError> {
+    async fn persist(&self, stream: &Stream, entries: &[Entry]) -> Result<(), PersistError> {
+        let (voucher, sk) = (stream.voucher, stream.keys());
         let mut tx = self.db.begin().await?;
         // The voucher's row lock: batches and dead-lettering of one voucher
         // take turns, so the checks below stay true until the commit.
@@ -329,7 +390,7 @@ impl Consumer {
         // Redis accepted more than MariaDB has: Redis learns the row's stock
         // now, so it stops accepting orders the database cannot honour.
         if i64::from(db_stock) < candidates.len() as i64 {
-            converge(&mut tx, &self.redis, sk, voucher, db_stock.into()).await?;
+            converge(&mut tx, &self.redis, &stream.segments, voucher, db_stock.into()).await?;
             return Err(PersistError::Refused(anyhow::anyhow!(
                 "MariaDB has {db_stock} left, fewer than the {} orders accepted in Redis",
                 candidates.len()

@@ -4,7 +4,8 @@
 //! had. Each time the database says so (a batch refused for lack of stock,
 //! a dead letter, the admin's stock route), Redis's stock is set from the
 //! row: what MariaDB has left, less the orders accepted in Redis and not
-//! persisted yet.
+//! persisted yet. A voucher sold in segments has that spread over its
+//! segments, each set in a script of its own slot under a new epoch.
 
 use std::sync::LazyLock;
 
@@ -14,10 +15,11 @@ use sqlx::{MySqlConnection, MySqlPool};
 
 use super::stream::PersistError;
 use crate::{
-    keys::{Keys, SeckillKeys},
+    keys::SeckillKeys,
     seckill::{
         error::{SeckillError, SeckillResult},
         model::StockSet,
+        segments::Segments,
         store,
     },
 };
@@ -33,6 +35,8 @@ pub(super) use with_stock_from_row;
 
 static CONVERGE: LazyLock<Script> =
     LazyLock::new(|| Script::new(with_stock_from_row!("../../../lua/seckill_converge.lua")));
+static CONVERGE_SEGMENT: LazyLock<Script> =
+    LazyLock::new(|| Script::new(with_stock_from_row!("../../../lua/segment_converge.lua")));
 
 /// Order ids per `IN (...)` when looking pending orders up.
 const LOOKUP_CHUNK: usize = 1_000;
@@ -61,28 +65,74 @@ pub(super) async fn unpersisted(
     Ok(Unpersisted { count: (pending.len() - persisted.len()) as i64, persisted })
 }
 
-/// Sets Redis's stock to `db_stock` less the unpersisted orders, counted
-/// again inside the script (orders accepted since `found` was read count
-/// too). Returns the stock set, `None` when the voucher's keys are not
-/// loaded (its load reads MariaDB).
-pub(super) async fn set_from_row(
+/// Each segment's unpersisted orders, segment 0 first.
+pub(super) async fn unpersisted_each(
+    conn: &mut MySqlConnection,
     redis: &Redis,
-    sk: &SeckillKeys,
+    segments: &Segments,
     voucher: u64,
-    db_stock: i64,
-    found: &Unpersisted,
-) -> Result<Option<i64>, PersistError> {
-    let (before, after): (i64, i64) = CONVERGE
-        .key(&sk.stock)
-        .key(&sk.buyers)
-        .key(&sk.pending)
-        .arg(db_stock)
-        .arg(&found.persisted)
-        .invoke_async(&mut redis.clone())
-        .await?;
-    Ok(report(voucher, db_stock, before, after))
+) -> Result<Vec<Unpersisted>, PersistError> {
+    let mut found = Vec::with_capacity(segments.count());
+    for sk in segments.keys() {
+        found.push(unpersisted(&mut *conn, redis, sk, voucher).await?);
+    }
+    Ok(found)
 }
 
+/// Sets Redis's stock to `db_stock` less the unpersisted orders, counted
+/// again inside the script (orders accepted since `found` was read count
+/// too). Returns the stock set (over every segment), `None` when the
+/// voucher's keys are not loaded (its load reads MariaDB).
+///
+/// In segments: `db_stock` less every segment's orders waiting is spread
+/// evenly, and each segment is set to its share (plus its own orders
+/// waiting, which the script takes off again). A segment whose orders
+/// waiting exceed that leaves the units it is short to the next one.
+pub(super) async fn set_from_row(
+    redis: &Redis,
+    segments: &Segments,
+    voucher: u64,
+    db_stock: i64,
+    found: &[Unpersisted],
+) -> Result<Option<i64>, PersistError> {
+    if segments.count() == 1 {
+        let sk = &segments.keys()[0];
+        let (before, after): (i64, i64) = CONVERGE
+            .key(&sk.stock)
+            .key(&sk.buyers)
+            .key(&sk.pending)
+            .arg(db_stock)
+            .arg(&found[0].persisted)
+            .invoke_async(&mut redis.clone())
+            .await?;
+        return Ok(report(voucher, db_stock, before, after));
+    }
+    let waiting: i64 = found.iter().map(|f| f.count).sum();
+    let shares = hmdp_segments::spread(db_stock - waiting, segments.count());
+    let epoch = uuid::Uuid::new_v4().simple().to_string();
+    let (mut short, mut before_all, mut after_all, mut loaded) = (0, 0, 0, false);
+    for ((sk, share), found) in segments.keys().iter().zip(shares).zip(found) {
+        let (before, after, missing): (i64, i64, i64) = CONVERGE_SEGMENT
+            .key(&sk.stock)
+            .key(&sk.buyers)
+            .key(&sk.pending)
+            .key(&sk.lent)
+            .arg(found.count + share - short)
+            .arg(&epoch)
+            .arg(&found.persisted)
+            .invoke_async(&mut redis.clone())
+            .await?;
+        if after < 0 {
+            // Not loaded: its load counts it from the row.
+            continue;
+        }
+        (short, loaded) = (missing, true);
+        before_all += before;
+        after_all += after;
+    }
+    segments.reopen();
+    Ok(if loaded { report(voucher, db_stock, before_all, after_all) } else { None })
+}
 /// What a stock-setting script answered: the stock set (`None`: keys not
 /// loaded), counted and logged when it changed.
 pub(super) fn report(voucher: u64, db_stock: i64, before: i64, after: i64) -> Option<i64> {
@@ -100,12 +150,12 @@ pub(super) fn report(voucher: u64, db_stock: i64, before: i64, after: i64) -> Op
 pub(super) async fn converge(
     conn: &mut MySqlConnection,
     redis: &Redis,
-    sk: &SeckillKeys,
+    segments: &Segments,
     voucher: u64,
     db_stock: i64,
 ) -> Result<Option<i64>, PersistError> {
-    let found = unpersisted(conn, redis, sk, voucher).await?;
-    set_from_row(redis, sk, voucher, db_stock, &found).await
+    let found = unpersisted_each(conn, redis, segments, voucher).await?;
+    set_from_row(redis, segments, voucher, db_stock, &found).await
 }
 
 /// The admin's stock: `stock` more units for sale from now on. Orders
@@ -114,20 +164,20 @@ pub(super) async fn converge(
 pub(super) async fn set_stock(
     db: &MySqlPool,
     redis: &Redis,
-    keys: &Keys,
+    segments: &Segments,
     voucher_id: u64,
     stock: i32,
 ) -> SeckillResult<StockSet> {
-    let sk = keys.seckill(voucher_id);
     let mut tx = db.begin().await?;
     let before = store::lock_stock(&mut *tx, voucher_id).await?.ok_or(SeckillError::NoSuchVoucher)?;
-    let found = unpersisted(&mut tx, redis, &sk, voucher_id).await?;
-    let row = i32::try_from(i64::from(stock) + found.count).map_err(|_| SeckillError::StockOutOfRange)?;
+    let found = unpersisted_each(&mut tx, redis, segments, voucher_id).await?;
+    let waiting: i64 = found.iter().map(|f| f.count).sum();
+    let row = i32::try_from(i64::from(stock) + waiting).map_err(|_| SeckillError::StockOutOfRange)?;
     store::set_stock(&mut *tx, voucher_id, row).await?;
-    let redis_stock = set_from_row(redis, &sk, voucher_id, row.into(), &found).await?;
+    let redis_stock = set_from_row(redis, segments, voucher_id, row.into(), &found).await?;
     tx.commit().await?;
     tracing::info!(voucher_id, stock, row, ?redis_stock, "seckill stock set");
-    Ok(StockSet { stock, previous: i64::from(before) - found.count, awaiting_persistence: found.count.max(0) as u64 })
+    Ok(StockSet { stock, previous: i64::from(before) - waiting, awaiting_persistence: waiting.max(0) as u64 })
 }
 
 /// Units MariaDB got back (cancelled or refunded orders), told again
@@ -135,13 +185,13 @@ pub(super) async fn set_stock(
 pub(super) async fn units_returned(
     db: &MySqlPool,
     redis: &Redis,
-    keys: &Keys,
+    segments: &Segments,
     voucher_id: u64,
     users: &[u64],
 ) -> SeckillResult<()> {
     let mut tx = db.begin().await?;
     let Some(db_stock) = store::lock_stock(&mut *tx, voucher_id).await? else { return Ok(()) };
-    units_returned_locked(&mut tx, redis, keys, voucher_id, db_stock.into(), users).await?;
+    units_returned_locked(&mut tx, redis, segments, voucher_id, db_stock.into(), users).await?;
     tx.commit().await?;
     Ok(())
 }
@@ -149,7 +199,8 @@ pub(super) async fn units_returned(
 /// Units MariaDB got back, told to Redis inside the transaction that
 /// returned them, which holds the voucher's row lock (`db_stock` is the
 /// row's stock there): Redis's stock is set from the row and the users'
-/// buyer slots are freed, so they may buy again. Idempotent.
+/// buyer slots are freed (each in their segment), so they may buy again.
+/// Idempotent.
 ///
 /// Before the commit, so the lock is taken once: should the commit fail
 /// after this, Redis holds units MariaDB lacks, and the first batch
@@ -158,30 +209,36 @@ pub(super) async fn units_returned(
 pub(super) async fn units_returned_locked(
     conn: &mut MySqlConnection,
     redis: &Redis,
-    keys: &Keys,
+    segments: &Segments,
     voucher_id: u64,
     db_stock: i64,
     users: &[u64],
 ) -> SeckillResult<()> {
-    let sk = keys.seckill(voucher_id);
-    let found = unpersisted(&mut *conn, redis, &sk, voucher_id).await?;
+    let found = unpersisted_each(&mut *conn, redis, segments, voucher_id).await?;
     // Only users without another live order of the voucher lose their slot.
     let still_holding = store::held_orders(&mut *conn, voucher_id, users).await?;
-    let freed: Vec<u64> = users.iter().copied().filter(|u| !still_holding.contains_key(u)).collect();
-    if !freed.is_empty() {
-        redis.clone().srem::<_, _, ()>(&sk.buyers, &freed).await?;
+    for (segment, sk) in segments.keys().iter().enumerate() {
+        let freed: Vec<u64> = users
+            .iter()
+            .copied()
+            .filter(|u| segments.of_user(*u) == segment && !still_holding.contains_key(u))
+            .collect();
+        if !freed.is_empty() {
+            redis.clone().srem::<_, _, ()>(&sk.buyers, &freed).await?;
+        }
     }
-    set_from_row(redis, &sk, voucher_id, db_stock, &found).await?;
+    set_from_row(redis, segments, voucher_id, db_stock, &found).await?;
     Ok(())
 }
 
-/// A voucher's shelf status, where the order script reads it. A voucher
-/// not loaded yet is left alone: its load reads the status from MariaDB,
-/// which has it already.
-pub(super) async fn shelf_changed(redis: &mut Redis, keys: &Keys, voucher_id: u64, status: i64) -> SeckillResult<()> {
-    let window = &keys.seckill(voucher_id).window;
-    if redis.exists::<_, bool>(window).await? {
-        redis.hset::<_, _, _, ()>(window, "shelf", status).await?;
+/// A voucher's shelf status, where the order script reads it (in every
+/// segment). A segment not loaded yet is left alone: its load reads the
+/// status from MariaDB, which has it already.
+pub(super) async fn shelf_changed(redis: &mut Redis, segments: &Segments, status: i64) -> SeckillResult<()> {
+    for sk in segments.keys() {
+        if redis.exists::<_, bool>(&sk.window).await? {
+            redis.hset::<_, _, _, ()>(&sk.window, "shelf", status).await?;
+        }
     }
     Ok(())
 }

@@ -9,7 +9,8 @@
 //! (Redis's stock set from the row: the stock route, returned units, the
 //! shelf), `stream` (an entry and its acknowledgement), `consumer`
 //! (batched persistence), `recovery` (idle entries taken over, dead
-//! letters), `reconcile` (Redis against MariaDB).
+//! letters), `reconcile` (Redis against MariaDB). A voucher sold in
+//! segments is all of this once per segment (`seckill::segments`).
 
 mod consumer;
 mod converge;
@@ -20,7 +21,7 @@ mod recovery;
 mod replica_wait;
 mod stream;
 
-use std::{collections::HashSet, time::Duration};
+use std::{collections::HashSet, sync::Arc, time::Duration};
 
 use hmdp_redis::Redis;
 use sqlx::{MySqlConnection, MySqlPool};
@@ -36,6 +37,7 @@ use super::{
     error::{SeckillError, SeckillResult},
     model::{PlacedOrder, StockSet},
     parts::{Dependencies, Workers},
+    segments::{SegmentMaps, Segments},
 };
 use crate::{config::Config, connect::connect_redis_with, keys::Keys, recent::RecentIds};
 
@@ -47,6 +49,7 @@ pub(crate) struct AsyncMode {
     db: MySqlPool,
     redis: Redis,
     keys: Keys,
+    segments: Arc<SegmentMaps>,
     placing: Placing,
     mirror: Mirror,
     consumer: Consumer,
@@ -59,7 +62,12 @@ impl AsyncMode {
     /// The consumer gets a Redis connection of its own (its blocking reads
     /// would hold up every command behind them), and so do orders waiting
     /// for a replica (`WAIT` blocks its connection).
-    pub(crate) async fn build(config: &Config, instance: &str, deps: &Dependencies) -> anyhow::Result<Self> {
+    pub(crate) async fn build(
+        config: &Config,
+        instance: &str,
+        deps: &Dependencies,
+        segments: &Arc<SegmentMaps>,
+    ) -> anyhow::Result<Self> {
         let settings = &config.seckill;
         let (db, redis, keys) = (deps.db.clone(), deps.redis.clone(), deps.keys.clone());
         let blocking = connect_redis_with(&config.redis, consumer::BLOCK + Duration::from_secs(2)).await?;
@@ -78,6 +86,7 @@ impl AsyncMode {
             blocking,
             redis: redis.clone(),
             keys: keys.clone(),
+            segments: segments.clone(),
             name: instance.to_owned(),
             batch_max: settings.async_batch_max,
             claim_idle,
@@ -88,13 +97,13 @@ impl AsyncMode {
         let placing = Placing {
             db: db.clone(),
             redis: redis.clone(),
-            keys: keys.clone(),
             order_ids: deps.order_ids.clone(),
             deadline: Duration::from_millis(settings.request_deadline_ms),
             replica_wait: ReplicaWait::build(&config.redis, settings.order_replica_acks, wait, &redis).await?,
         };
-        let mirror = Mirror::new(db.clone(), redis.clone(), keys.clone());
-        Ok(Self { db, redis, keys, placing, mirror, consumer, owed: RecentIds::new(OWED_MAX, None) })
+        let mirror = Mirror::new(db.clone(), redis.clone(), keys.clone(), segments.clone());
+        let segments = segments.clone();
+        Ok(Self { db, redis, keys, segments, placing, mirror, consumer, owed: RecentIds::new(OWED_MAX, None) })
     }
 
     /// The consumer, one per instance, reading every active voucher's stream.
@@ -121,11 +130,18 @@ impl AsyncMode {
     }
 
     pub(crate) async fn shelf_changed(&self, voucher_id: u64, status: i64) -> SeckillResult<()> {
-        converge::shelf_changed(&mut self.redis.clone(), &self.keys, voucher_id, status).await
+        // An ordinary voucher has no keys to tell.
+        let Some(segments) = self.segments.of(voucher_id).await? else { return Ok(()) };
+        converge::shelf_changed(&mut self.redis.clone(), &segments, status).await
     }
 
     pub(crate) async fn set_stock(&self, voucher_id: u64, stock: i32) -> SeckillResult<StockSet> {
-        converge::set_stock(&self.db, &self.redis, &self.keys, voucher_id, stock).await
+        let segments = self.segments.of(voucher_id).await?.ok_or(SeckillError::NoSuchVoucher)?;
+        converge::set_stock(&self.db, &self.redis, &segments, voucher_id, stock).await
+    }
+
+    async fn segments_of(&self, voucher_id: u64) -> SeckillResult<Arc<Segments>> {
+        Ok(self.segments.of_or_single(voucher_id).await?)
     }
 
     /// Redis learns the units MariaDB got back and frees the buyers' slots,
@@ -136,7 +152,12 @@ impl AsyncMode {
     /// the next correction: a dead letter, the stock route, or another
     /// return of the voucher).
     pub(crate) async fn units_returned(&self, conn: &mut MySqlConnection, voucher: u64, db_stock: i64, users: &[u64]) {
-        let told = converge::units_returned_locked(conn, &self.redis, &self.keys, voucher, db_stock, users).await;
+        let told = match self.segments_of(voucher).await {
+            Ok(segments) => {
+                converge::units_returned_locked(conn, &self.redis, &segments, voucher, db_stock, users).await
+            }
+            Err(err) => Err(err),
+        };
         if let Err(err) = told {
             self.owe(voucher, users, &err);
         }
@@ -154,7 +175,11 @@ impl AsyncMode {
     pub(crate) async fn settle(&self) {
         for (voucher, users) in self.owed.take_all() {
             let users: Vec<u64> = users.into_iter().collect();
-            if let Err(err) = converge::units_returned(&self.db, &self.redis, &self.keys, voucher, &users).await {
+            let told = match self.segments_of(voucher).await {
+                Ok(segments) => converge::units_returned(&self.db, &self.redis, &segments, voucher, &users).await,
+                Err(err) => Err(err),
+            };
+            if let Err(err) = told {
                 self.owe(voucher, &users, &err);
             }
         }
@@ -162,6 +187,6 @@ impl AsyncMode {
 
     /// The order streams' length, pending entries and lag.
     pub(crate) async fn record_metrics(&self) -> redis::RedisResult<()> {
-        stream::record_stream_metrics(&mut self.redis.clone(), &self.keys).await
+        stream::record_stream_metrics(&mut self.redis.clone(), &self.keys, &self.segments).await
     }
 }

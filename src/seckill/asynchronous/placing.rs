@@ -4,10 +4,14 @@
 //! lookup, an order costs one round trip: its id comes from a block
 //! reserved earlier. A call whose answer was lost is asked again with the
 //! same order id, so an order is accepted once and never answered wrongly.
+//! In a voucher sold in segments the script runs in the buyer's segment,
+//! and a segment found dry borrows from the fullest before the buyer hears
+//! sold out.
 
 use std::{sync::LazyLock, time::Duration};
 
 use hmdp_redis::Redis;
+use hmdp_segments::Refill;
 use redis::{AsyncCommands, Script};
 use sqlx::MySqlPool;
 
@@ -15,7 +19,7 @@ use super::{mirror::Mirror, replica_wait::ReplicaWait};
 use crate::{
     dependency::redis_unreachable,
     ids::OrderIdGenerator,
-    keys::{Keys, SeckillKeys},
+    keys::SeckillKeys,
     seckill::{
         error::{SeckillError, SeckillResult},
         model::PlacedOrder,
@@ -36,7 +40,6 @@ const LAST_LOOK: Duration = Duration::from_secs(3);
 pub(super) struct Placing {
     pub db: MySqlPool,
     pub redis: Redis,
-    pub keys: Keys,
     pub order_ids: OrderIdGenerator,
     pub deadline: Duration,
     pub replica_wait: ReplicaWait,
@@ -50,8 +53,10 @@ impl Placing {
             return Err(SeckillError::NoSuchVoucher);
         }
         mirror.verify(voucher_id).await?;
+        let segments = mirror.segments(voucher_id).await?;
+        let segment = segments.of_user(user_id);
+        let keys = segments.keys()[segment].clone();
         let order_id = self.order_ids.next().await?;
-        let keys = self.keys.seckill(voucher_id);
         let redis = &self.redis;
         let deadline = tokio::time::Instant::now() + self.deadline;
         let mut loaded_once = false;
@@ -75,7 +80,7 @@ impl Placing {
                     // Out of time, but a lost call may have run meanwhile:
                     // "unavailable" would be a lie about an order that exists.
                     let owner = store::OrderOwner { user_id, voucher_id };
-                    return match self.accepted_after_all(owner, order_id).await {
+                    return match self.accepted_after_all(&keys, owner, order_id).await {
                         Some(true) => Ok(self.accepted_on_a_lost_call(order_id)),
                         Some(false) => Err(err.into()),
                         None => Err(SeckillError::Unavailable(anyhow::anyhow!(
@@ -111,7 +116,7 @@ impl Placing {
                 4 => {
                     // After a lost answer the order held may be this very one.
                     let owner = store::OrderOwner { user_id, voucher_id };
-                    if uncertain && self.accepted_before(owner, order_id).await? {
+                    if uncertain && self.accepted_before(&keys, owner, order_id).await? {
                         return Ok(self.accepted_on_a_lost_call(order_id));
                     }
                     // The order the user holds: pending (by user in the holders
@@ -123,7 +128,25 @@ impl Placing {
                     };
                     return Err(SeckillError::DuplicateOrder(held));
                 }
-                5 => return Err(SeckillError::SoldOut),
+                5 => match segments.borrowing() {
+                    None => return Err(SeckillError::SoldOut),
+                    // The buyer's segment is dry: it borrows from the
+                    // fullest, and the order is asked again there.
+                    Some(stock) => match stock.refill(segment).await? {
+                        Refill::Refilled { .. } if tokio::time::Instant::now() < deadline => {}
+                        Refill::Refilled { .. } => {
+                            return Err(SeckillError::unavailable(
+                                "the voucher's segments kept running dry before this order could take a unit; ask again",
+                            ));
+                        }
+                        Refill::SoldOut => return Err(SeckillError::SoldOut),
+                        Refill::Unsettled => {
+                            return Err(SeckillError::unavailable(
+                                "units of this voucher are moving between its segments; ask again in a moment",
+                            ));
+                        }
+                    },
+                },
                 6 => return Err(SeckillError::OffShelf),
                 other => {
                     return Err(SeckillError::internal(anyhow::anyhow!(
@@ -185,10 +208,10 @@ impl Placing {
 
     /// `accepted_before`, asked until Redis answers or `LAST_LOOK` has
     /// passed (`None`: still unknown).
-    async fn accepted_after_all(&self, owner: store::OrderOwner, order_id: i64) -> Option<bool> {
+    async fn accepted_after_all(&self, keys: &SeckillKeys, owner: store::OrderOwner, order_id: i64) -> Option<bool> {
         let until = tokio::time::Instant::now() + LAST_LOOK;
         loop {
-            match self.accepted_before(owner, order_id).await {
+            match self.accepted_before(keys, owner, order_id).await {
                 Ok(accepted) => return Some(accepted),
                 Err(err) if tokio::time::Instant::now() < until => {
                     tracing::warn!(order_id, error = %err, "looking for a lost call's order failed; again");
@@ -200,9 +223,14 @@ impl Placing {
     }
 
     /// Whether `order_id` itself was accepted: pending, persisted (its row,
-    /// this user's for this voucher), or already dead-lettered.
-    async fn accepted_before(&self, order: store::OrderOwner, order_id: i64) -> SeckillResult<bool> {
-        let keys = self.keys.seckill(order.voucher_id);
+    /// this user's for this voucher), or already dead-lettered (`keys`: the
+    /// user's segment).
+    async fn accepted_before(
+        &self,
+        keys: &SeckillKeys,
+        order: store::OrderOwner,
+        order_id: i64,
+    ) -> SeckillResult<bool> {
         let (pending, failed): (bool, bool) = redis::pipe()
             .hexists(&keys.pending, order_id)
             .hexists(&keys.failed, order_id)

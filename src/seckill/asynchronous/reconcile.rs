@@ -1,8 +1,10 @@
 //! Once a voucher's stream is drained, Redis and MariaDB must agree: the
 //! stock left and the set of buyers. `hmdp reconcile` and the load tool's
-//! audit print the differences.
+//! audit print the differences. A voucher sold in segments is summed over
+//! them: the stock of every segment plus the units in flight between them,
+//! and the union of their buyers sets (each user in their own segment).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 
 use hmdp_redis::Redis;
 use redis::AsyncCommands;
@@ -10,7 +12,10 @@ use serde::Serialize;
 use sqlx::MySqlPool;
 
 use super::stream::GROUP;
-use crate::{keys::Keys, seckill::store};
+use crate::{
+    keys::{Keys, SeckillKeys},
+    seckill::store,
+};
 
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -20,8 +25,15 @@ pub struct Reconciliation {
     pub pending_orders: u64,
     /// Stream entries delivered to a consumer and not yet acknowledged.
     pub unacknowledged: u64,
-    /// `None` when the voucher's keys are not in Redis.
+    /// `None` when the voucher's keys are not in Redis; in segments, the
+    /// sum of theirs and the units in flight between them.
     pub redis_stock: Option<i64>,
+    /// Each segment's stock (one entry for a voucher of one segment).
+    pub segment_stock: Vec<Option<i64>>,
+    /// Units lent by one segment and not yet credited to another.
+    pub units_in_flight: i64,
+    /// Buyers found in a segment other than their own.
+    pub misrouted: u64,
     pub db_stock: i64,
     pub redis_buyers: Option<u64>,
     pub db_buyers: u64,
@@ -47,13 +59,15 @@ impl Reconciliation {
             && self.redis_buyers == Some(self.db_buyers)
             && self.only_in_db.is_empty()
             && self.only_in_redis.is_empty()
+            && self.units_in_flight == 0
+            && self.misrouted == 0
     }
 
     pub fn render(&self) -> String {
         let show = |v: Option<i64>| v.map_or_else(|| "absent".to_owned(), |n| n.to_string());
         let sample = |ids: &[u64]| ids.iter().take(10).map(u64::to_string).collect::<Vec<_>>().join(",");
         format!(
-            "voucher {}: {}{}\n  pending orders {}, unacknowledged entries {}, dead letters {}\n  stock   redis {} / mariadb {}\n  buyers  redis {} / mariadb {}\n  users only in mariadb {} [{}], only in redis {} [{}]\n",
+            "voucher {}: {}{}\n  pending orders {}, unacknowledged entries {}, dead letters {}\n  stock   redis {} / mariadb {}{}\n  buyers  redis {} / mariadb {}\n  users only in mariadb {} [{}], only in redis {} [{}]\n",
             self.voucher_id,
             if self.agrees() {
                 "Redis = MariaDB"
@@ -68,6 +82,18 @@ impl Reconciliation {
             self.dead_letters,
             show(self.redis_stock),
             self.db_stock,
+            if self.segment_stock.len() > 1 {
+                let each: Vec<String> = self.segment_stock.iter().map(|s| show(*s)).collect();
+                format!(
+                    "\n  segments {} [{}], units in flight {}, buyers in another's segment {}",
+                    each.len(),
+                    each.join(" "),
+                    self.units_in_flight,
+                    self.misrouted
+                )
+            } else {
+                String::new()
+            },
             show(self.redis_buyers.map(|b| b as i64)),
             self.db_buyers,
             self.only_in_db.len(),
@@ -88,25 +114,56 @@ pub async fn reconcile(
     keys: &Keys,
     voucher_id: u64,
 ) -> anyhow::Result<Reconciliation> {
-    let sk = keys.seckill(voucher_id);
-    let (stock, buyers, pending, dead, orders_exist): (Option<i64>, BTreeSet<u64>, u64, u64, bool) = redis::pipe()
-        .get(&sk.stock)
-        .smembers(&sk.buyers)
-        .hlen(&sk.pending)
-        .xlen(&sk.dead)
-        .exists(&sk.orders)
-        .query_async(redis)
-        .await?;
-    let unacknowledged = if orders_exist {
-        let summary: redis::Value = redis::cmd("XPENDING").arg(&sk.orders).arg(GROUP).query_async(redis).await?;
-        match summary {
-            redis::Value::Array(items) => items.first().and_then(|v| redis::from_redis_value_ref(v).ok()).unwrap_or(0),
-            _ => 0,
+    let tags = store::segment_tags(db, voucher_id)
+        .await?
+        .ok_or_else(|| anyhow::anyhow!("voucher {voucher_id} is not a seckill voucher"))?;
+    let segments: Vec<SeckillKeys> = std::iter::once(voucher_id.to_string())
+        .chain(tags.split(',').filter(|t| !t.is_empty()).map(str::to_owned))
+        .map(|tag| keys.seckill_segment(&tag))
+        .collect();
+    let (mut segment_stock, mut buyers, mut pending, mut dead, mut unacknowledged) =
+        (Vec::new(), BTreeSet::new(), 0, 0, 0);
+    let (mut loaded, mut units_in_flight, mut misrouted) = (true, 0, 0);
+    for (segment, sk) in segments.iter().enumerate() {
+        let (stock, members, waiting, dead_letters, orders_exist, lent): (
+            Option<i64>,
+            BTreeSet<u64>,
+            u64,
+            u64,
+            bool,
+            HashMap<String, String>,
+        ) = redis::pipe()
+            .get(&sk.stock)
+            .smembers(&sk.buyers)
+            .hlen(&sk.pending)
+            .xlen(&sk.dead)
+            .exists(&sk.orders)
+            .hgetall(&sk.lent)
+            .query_async(redis)
+            .await?;
+        if orders_exist {
+            let summary: redis::Value = redis::cmd("XPENDING").arg(&sk.orders).arg(GROUP).query_async(redis).await?;
+            if let redis::Value::Array(items) = summary {
+                unacknowledged += items.first().and_then(|v| redis::from_redis_value_ref::<u64>(v).ok()).unwrap_or(0);
+            }
         }
-    } else {
-        0
-    };
-    let loaded = buyers.contains(&0);
+        // `<borrower>:<units>:<ms>:<epoch>` per borrow in flight.
+        units_in_flight += lent
+            .iter()
+            .filter(|(field, _)| *field != "moves" && *field != hmdp_segments::EPOCH)
+            .filter_map(|(_, entry)| entry.split(':').nth(1)?.parse::<i64>().ok())
+            .sum::<i64>();
+        loaded &= members.contains(&0);
+        if segments.len() > 1 {
+            misrouted +=
+                members.iter().filter(|&&u| u != 0 && hmdp_segments::route(u, segments.len()) != segment).count()
+                    as u64;
+        }
+        buyers.extend(members);
+        segment_stock.push(stock);
+        (pending, dead) = (pending + waiting, dead + dead_letters);
+    }
+    let stock = segment_stock.iter().copied().sum::<Option<i64>>().map(|s| s + units_in_flight);
     let reregistered = loaded && redis.sadd::<_, _, u64>(keys.seckill_active(), voucher_id).await? == 1;
     if reregistered {
         tracing::warn!(voucher_id, "a loaded voucher was missing from seckill:active; registered again");
@@ -124,6 +181,9 @@ pub async fn reconcile(
         pending_orders: pending,
         unacknowledged,
         redis_stock: stock,
+        segment_stock,
+        units_in_flight,
+        misrouted,
         db_stock: db_stock.into(),
         redis_buyers: loaded.then_some(redis_buyers.len() as u64),
         db_buyers: db_buyers.len() as u64,

@@ -20,7 +20,7 @@ use super::{
 };
 use crate::{
     keys::{Keys, SeckillKeys},
-    seckill::store,
+    seckill::{segments::Segments, store},
 };
 
 static COMPENSATE: LazyLock<Script> =
@@ -71,8 +71,15 @@ impl Recovery {
 
     /// The database refused this entry on its own. It stays pending (and is
     /// retried once idle) until it has been delivered `max_deliveries` times;
-    /// then it is dead-lettered.
-    pub(super) async fn refused(&self, sk: &SeckillKeys, voucher: u64, entry: &Entry, reason: &str) {
+    /// then it is dead-lettered. (`sk`: the keys of the entry's segment.)
+    pub(super) async fn refused(
+        &self,
+        segments: &Segments,
+        sk: &SeckillKeys,
+        voucher: u64,
+        entry: &Entry,
+        reason: &str,
+    ) {
         let pending: redis::RedisResult<StreamPendingCountReply> = redis::cmd("XPENDING")
             .arg(&sk.orders)
             .arg(GROUP)
@@ -101,7 +108,7 @@ impl Recovery {
             );
             return;
         }
-        match self.dead_letter(sk, voucher, entry, reason).await {
+        match self.dead_letter(segments, sk, voucher, entry, reason).await {
             Ok(()) => metrics::counter!("hmdp_async_dead_lettered_total").increment(1),
             Err(err) => {
                 tracing::warn!(voucher, order_id = entry.order_id, error = %err, "dead-lettering failed; will retry")
@@ -114,6 +121,7 @@ impl Recovery {
     /// otherwise it is moved to the dead-letter stream and compensated.
     async fn dead_letter(
         &self,
+        segments: &Segments,
         sk: &SeckillKeys,
         voucher: u64,
         entry: &Entry,
@@ -128,8 +136,12 @@ impl Recovery {
         }
         let holds_another = store::held_order(&mut *tx, entry.user_id, voucher).await?;
         // The unit goes back only as far as MariaDB has it: the script sets
-        // Redis's stock from the row, this order no longer pending.
+        // Redis's stock from the row, this order no longer pending. (In
+        // segments the script leaves the stock alone, and every segment is
+        // set from the row after it.)
+        let segmented = segments.count() > 1;
         let found = converge::unpersisted(&mut tx, &self.redis, sk, voucher).await?;
+        let row_stock = db_stock.filter(|_| !segmented).map_or_else(String::new, |s| s.to_string());
         let mut compensate = COMPENSATE.prepare_invoke();
         compensate
             .key(&sk.stock)
@@ -145,7 +157,7 @@ impl Recovery {
             .arg(voucher)
             .arg(reason)
             .arg(u8::from(holds_another.is_some()))
-            .arg(db_stock.map_or_else(String::new, |s| s.to_string()))
+            .arg(row_stock)
             .arg(&found.persisted);
         // A call whose answer was lost may still run later. The row lock is
         // held until a call is answered (the script is idempotent: a later
@@ -162,8 +174,14 @@ impl Recovery {
                 Err(err) => return Err(err.into()),
             }
         };
-        if let Some(db_stock) = db_stock {
-            converge::report(voucher, db_stock.into(), before, after);
+        match db_stock {
+            Some(db_stock) if segmented => {
+                converge::converge(&mut tx, &self.redis, segments, voucher, db_stock.into()).await?;
+            }
+            Some(db_stock) => {
+                converge::report(voucher, db_stock.into(), before, after);
+            }
+            None => {}
         }
         tx.commit().await?;
         if compensated == 1 {

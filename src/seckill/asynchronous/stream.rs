@@ -2,7 +2,7 @@
 //! consumer and its recovery both do with one: tell why it was not
 //! persisted, and take it off the stream once it was.
 
-use std::sync::LazyLock;
+use std::{collections::HashMap, sync::LazyLock};
 
 use hmdp_redis::Redis;
 use redis::{AsyncCommands, Script, streams::StreamId};
@@ -10,6 +10,7 @@ use redis::{AsyncCommands, Script, streams::StreamId};
 use crate::{
     dependency::refused_by_the_data,
     keys::{Keys, SeckillKeys},
+    seckill::segments::SegmentMaps,
 };
 
 static ACKNOWLEDGE: LazyLock<Script> =
@@ -96,30 +97,64 @@ pub(super) async fn acknowledge(redis: &Redis, sk: &SeckillKeys, entries: &[Entr
 }
 
 /// Per active voucher: the stream's length, entries delivered but not yet
-/// acknowledged, and the group's lag (entries not yet delivered).
-pub(super) async fn record_stream_metrics(redis: &mut Redis, keys: &Keys) -> redis::RedisResult<()> {
+/// acknowledged, and the group's lag (entries not yet delivered); for a
+/// voucher sold in segments, each segment's stream, stock, buyers and
+/// units lent and still in flight, labelled `segment`.
+pub(super) async fn record_stream_metrics(
+    redis: &mut Redis,
+    keys: &Keys,
+    maps: &SegmentMaps,
+) -> redis::RedisResult<()> {
     let vouchers: Vec<u64> = redis.smembers(keys.seckill_active()).await?;
     for voucher in vouchers {
-        let stream = &keys.seckill(voucher).orders;
-        let label = voucher.to_string();
-        let length: u64 = redis.xlen(stream).await?;
-        metrics::gauge!("hmdp_async_stream_length", "voucher" => label.clone()).set(length as f64);
-        let groups: redis::streams::StreamInfoGroupsReply = match redis.xinfo_groups(stream).await {
-            Ok(groups) => groups,
-            // No group yet: nothing consumed, nothing pending.
-            Err(err)
-                if err.code() == Some("NOGROUP")
-                    || err.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::ResponseError) =>
-            {
+        let segments = match maps.of_or_single(voucher).await {
+            Ok(segments) => segments,
+            Err(err) => {
+                tracing::warn!(voucher, error = %err, "reading a voucher's segments failed; its gauges wait for the next scrape");
                 continue;
             }
-            Err(err) => return Err(err),
         };
-        for group in groups.groups.iter().filter(|g| g.name == GROUP) {
-            metrics::gauge!("hmdp_async_pending_entries", "voucher" => label.clone()).set(group.pending as f64);
-            if let Some(lag) = group.lag {
-                metrics::gauge!("hmdp_async_consumer_lag", "voucher" => label.clone()).set(lag as f64);
+        for (segment, sk) in segments.keys().iter().enumerate() {
+            if segments.count() == 1 {
+                record_stream(redis, &sk.orders, vec![("voucher", voucher.to_string())]).await?;
+                continue;
             }
+            let labels = vec![("voucher", voucher.to_string()), ("segment", segment.to_string())];
+            record_stream(redis, &sk.orders, labels.clone()).await?;
+            let (stock, buyers, lent): (Option<i64>, u64, HashMap<String, String>) =
+                redis::pipe().get(&sk.stock).scard(&sk.buyers).hgetall(&sk.lent).query_async(redis).await?;
+            let lending = lent
+                .len()
+                .saturating_sub(lent.contains_key("moves") as usize + lent.contains_key(hmdp_segments::EPOCH) as usize);
+            metrics::gauge!("hmdp_segment_stock", &labels).set(stock.unwrap_or(0) as f64);
+            // The member 0 marks the set as loaded.
+            metrics::gauge!("hmdp_segment_buyers", &labels).set(buyers.saturating_sub(1) as f64);
+            metrics::gauge!("hmdp_segment_borrows_in_flight", &labels).set(lending as f64);
+            let lends: i64 = lent.get("moves").and_then(|m| m.parse().ok()).unwrap_or(0);
+            metrics::gauge!("hmdp_segment_lends", &labels).set(lends as f64);
+        }
+    }
+    Ok(())
+}
+
+async fn record_stream(redis: &mut Redis, stream: &str, labels: Vec<(&'static str, String)>) -> redis::RedisResult<()> {
+    let length: u64 = redis.xlen(stream).await?;
+    metrics::gauge!("hmdp_async_stream_length", &labels).set(length as f64);
+    let groups: redis::streams::StreamInfoGroupsReply = match redis.xinfo_groups(stream).await {
+        Ok(groups) => groups,
+        // No group yet: nothing consumed, nothing pending.
+        Err(err)
+            if err.code() == Some("NOGROUP")
+                || err.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::ResponseError) =>
+        {
+            return Ok(());
+        }
+        Err(err) => return Err(err),
+    };
+    for group in groups.groups.iter().filter(|g| g.name == GROUP) {
+        metrics::gauge!("hmdp_async_pending_entries", &labels).set(group.pending as f64);
+        if let Some(lag) = group.lag {
+            metrics::gauge!("hmdp_async_consumer_lag", &labels).set(lag as f64);
         }
     }
     Ok(())
