@@ -56,6 +56,17 @@ pub struct Injection {
     pub evidence: String,
     /// Every instance answered `/ready` within `RECOVERY` of the fault's end.
     pub recovered: bool,
+    /// When the injection began and when it returned (the fault over: a
+    /// killed master's replica promoted, a paused Redis let go).
+    pub started: Instant,
+    pub ended: Instant,
+}
+
+impl Injection {
+    /// Whether `at` fell while the fault lasted.
+    pub fn lasted(&self, at: Instant) -> bool {
+        (self.started..=self.ended).contains(&at)
+    }
 }
 
 /// Starts the fault's clock: the command runs `fault_at` after now, and the
@@ -65,7 +76,9 @@ pub fn inject(args: &ChaosArgs, client: reqwest::Client) -> tokio::task::JoinHan
         (args.inject.clone().unwrap_or_default(), Duration::from_secs_f64(args.fault_at), args.instances.clone());
     tokio::spawn(async move {
         tokio::time::sleep(at).await;
+        let started = Instant::now();
         let ran = tokio::process::Command::new("sh").arg("-c").arg(&command).output().await;
+        let ended = Instant::now();
         let (happened, evidence) = match ran {
             Ok(out) => {
                 let said = String::from_utf8_lossy(&out.stdout).trim().to_owned();
@@ -78,7 +91,7 @@ pub fn inject(args: &ChaosArgs, client: reqwest::Client) -> tokio::task::JoinHan
         };
         eprintln!("fault: {}{evidence}", if happened { "" } else { "FAILED: " });
         let recovered = serving_again(&client, &instances).await;
-        Injection { happened, evidence, recovered }
+        Injection { happened, evidence, recovered, started, ended }
     })
 }
 
@@ -197,6 +210,9 @@ pub struct Run<'a> {
     pub injection: &'a Injection,
     pub orders_again: &'a Result<(), String>,
     pub locks_lost: u64,
+    /// Success answers given while the fault lasted (a voucher in segments
+    /// sells on the masters a master kill spared).
+    pub during_fault: u64,
 }
 
 impl Run<'_> {
@@ -310,6 +326,8 @@ impl Run<'_> {
             outcomes.push(format!("(other: {})", others.join(", ")));
         }
         let mut outcomes = outcomes.join(", ");
+        let lasted = self.injection.ended.saturating_duration_since(self.injection.started).as_secs_f64();
+        outcomes += &format!("; {} sold in the {lasted:.2} s the fault lasted", self.during_fault);
         if let Some(after) = self.after_sale {
             outcomes += &format!(
                 "; after the sale: {} paid, {} of {} returned (deadline to cancel max {} s), second wave {}",
@@ -371,7 +389,7 @@ fn append(path: &Path, text: &str) -> anyhow::Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use std::collections::BTreeMap;
+    use std::{collections::BTreeMap, time::Instant};
 
     use super::{Injection, Run, sample};
     use crate::audit::{AnswerCheck, Audit};
@@ -399,7 +417,14 @@ mod tests {
     }
 
     fn happened() -> Injection {
-        Injection { happened: true, evidence: "12 connections killed".into(), recovered: true }
+        let now = Instant::now();
+        Injection {
+            happened: true,
+            evidence: "12 connections killed".into(),
+            recovered: true,
+            started: now,
+            ended: now,
+        }
     }
 
     fn verdict(audit: &Audit, injection: &Injection, wall_secs: f64) -> Vec<String> {
@@ -419,6 +444,7 @@ mod tests {
             injection,
             orders_again: &again,
             locks_lost: 0,
+            during_fault: 0,
         }
         .problems()
     }
@@ -445,11 +471,8 @@ mod tests {
 
     #[test]
     fn a_fault_that_did_nothing_fails_even_when_the_sale_was_clean() {
-        let nothing = Injection {
-            happened: false,
-            evidence: "no connection of database hmdp was killed".into(),
-            recovered: true,
-        };
+        let nothing =
+            Injection { happened: false, evidence: "no connection of database hmdp was killed".into(), ..happened() };
         let problems = verdict(&clean_audit(), &nothing, 2.4);
         assert_eq!(problems, ["the fault did not happen: no connection of database hmdp was killed"]);
     }
@@ -489,9 +512,11 @@ mod tests {
             injection: &happened(),
             orders_again: &again,
             locks_lost: 3,
+            during_fault: 0,
         };
         assert_eq!(run.problems(), Vec::<String>::new());
         assert!(run.row().starts_with("| sync | instance-kill | 2.40 s |"), "{}", run.row());
+        assert!(run.row().contains("; 0 sold in the 0.00 s the fault lasted"), "{}", run.row());
     }
 
     #[test]

@@ -55,6 +55,10 @@ struct Args {
     /// Create a seckill voucher with this stock (needs ADMIN_KEY).
     #[arg(long, conflicts_with = "voucher")]
     stock: Option<i64>,
+    /// Sell the created voucher's stock in this many segments (1 to 16;
+    /// the asynchronous mode spreads them over the Redis masters).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=16), conflicts_with = "voucher")]
+    segments: u8,
     /// Use this existing voucher instead.
     #[arg(long)]
     voucher: Option<u64>,
@@ -201,6 +205,9 @@ async fn main() -> anyhow::Result<()> {
                 tokio::time::sleep(delay).await;
                 let mut recorder = Recorder::new();
                 let mut answers = Vec::new();
+                let mut succeeded_at = Vec::new();
+                let mut sold_out_at = Vec::new();
+                let mut last_sale_sent: Option<Instant> = None;
                 let mut others: BTreeMap<String, u64> = BTreeMap::new();
                 loop {
                     let i = next.fetch_add(1, Ordering::Relaxed);
@@ -221,24 +228,37 @@ async fn main() -> anyhow::Result<()> {
                         tokio::time::sleep(Duration::from_millis(200 * u64::from(attempt)).min(Duration::from_secs(2)))
                             .await;
                     };
-                    recorder.record(outcome, sent, Instant::now());
+                    let answered = Instant::now();
+                    recorder.record(outcome, sent, answered);
+                    match outcome {
+                        Outcome::Success | Outcome::Unreplicated => {
+                            succeeded_at.push(answered);
+                            last_sale_sent = last_sale_sent.max(Some(sent));
+                        }
+                        Outcome::SoldOut => sold_out_at.push(answered),
+                        _ => {}
+                    }
                     if let Some(what) = other {
                         *others.entry(what).or_default() += 1;
                     }
                     answers.push((user, outcome, order_id));
                     done.fetch_add(1, Ordering::Relaxed);
                 }
-                (recorder, answers, others)
+                (recorder, answers, others, (succeeded_at, sold_out_at, last_sale_sent))
             })
         })
         .collect();
     let mut recorder = Recorder::new();
     let mut answers = Vec::with_capacity(jobs.len());
     let mut others: BTreeMap<String, u64> = BTreeMap::new();
+    let (mut succeeded_at, mut sold_out_at, mut last_sale_sent) = (Vec::new(), Vec::new(), None);
     for worker in workers {
-        let (part, part_answers, part_others) = worker.await?;
+        let (part, part_answers, part_others, (part_succeeded_at, part_sold_out_at, part_last_sale)) = worker.await?;
         recorder.merge(part);
         answers.extend(part_answers);
+        succeeded_at.extend(part_succeeded_at);
+        sold_out_at.extend(part_sold_out_at);
+        last_sale_sent = last_sale_sent.max(part_last_sale);
         for (what, n) in part_others {
             *others.entry(what).or_default() += n;
         }
@@ -344,6 +364,14 @@ async fn main() -> anyhow::Result<()> {
         ),
     }
     println!("{}", audit.render());
+    // A refusal answered before the order that took the last unit was even
+    // sent was wrong when it was said: a unit was there for that buyer.
+    let sold_out_early = sold_out_at.iter().filter(|at| Some(**at) < last_sale_sent).count();
+    println!(
+        "SOLD_OUT answered before the last sale's order was sent: {sold_out_early} of {} SOLD_OUT ({:.3} % of requests)\n",
+        sold_out_at.len(),
+        100.0 * sold_out_early as f64 / jobs.len().max(1) as f64
+    );
     if !cpu.is_empty() {
         println!("{}", cpu::render(&cpu));
     }
@@ -365,6 +393,7 @@ async fn main() -> anyhow::Result<()> {
             "retried": retried,
             "afterSale": &after_sale,
             "audit": &audit,
+            "soldOutBeforeLastSale": sold_out_early,
             "cpu": &cpu,
         });
         std::fs::write(path, serde_json::to_string_pretty(&doc)?)
@@ -395,6 +424,7 @@ async fn main() -> anyhow::Result<()> {
             injection: &injection,
             orders_again: &again,
             locks_lost,
+            during_fault: succeeded_at.iter().filter(|at| injection.lasted(**at)).count() as u64,
         };
         let problems = run.report(args.chaos.table.as_deref(), args.chaos.problems.as_deref())?;
         anyhow::ensure!(problems.is_empty(), "the chaos run found {} problem(s)", problems.len());
@@ -594,7 +624,7 @@ async fn create_voucher(client: &reqwest::Client, args: &Args, stock: i64) -> an
     let now = chrono::Utc::now();
     let body = json!({
         "shopId": 1, "title": format!("load test, stock {stock}"), "payValue": 100, "actualValue": 1000,
-        "type": 1, "stock": stock,
+        "type": 1, "stock": stock, "segments": args.segments,
         "beginTime": (now - chrono::Duration::minutes(1)).to_rfc3339(),
         "endTime": (now + chrono::Duration::hours(2)).to_rfc3339(),
     });
