@@ -30,17 +30,6 @@ async fn async_app_with(adjust: impl FnOnce(&mut hmdp::config::Config)) -> TestA
     .await
 }
 
-/// A trigger that refuses every order of `user` (a poison order).
-async fn refuse_orders_of(app: &TestApp, user: u64) {
-    sqlx::raw_sql(&format!(
-        "CREATE TRIGGER refuse_one_user BEFORE INSERT ON tb_voucher_order FOR EACH ROW
-         IF NEW.user_id = {user} THEN SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'refused by the test'; END IF"
-    ))
-    .execute(&app.db)
-    .await
-    .unwrap();
-}
-
 async fn state_of(app: &TestApp, order_id: &str, token: &str) -> String {
     let shown = expect_ok(app.get(&format!("/voucher-order/{order_id}"), Some(token)).await).await;
     shown["data"]["state"].as_str().unwrap().to_owned()
@@ -81,7 +70,7 @@ async fn a_poison_order_is_dead_lettered_and_compensated_while_the_rest_of_its_b
     let voucher = app.open_seckill(20).await;
     let users = app.seed_users(10).await;
     let (poisoned_user, poisoned_token) = users[3].clone();
-    refuse_orders_of(&app, poisoned_user).await;
+    app.refuse_orders_of(poisoned_user).await;
 
     // Hold the row so all ten land in one batch.
     let held = app.hold_stock_row(voucher).await;
@@ -561,7 +550,7 @@ async fn two_hundred_ended_and_drained_sales_leave_the_active_set_and_their_keys
     let app = async_app_with(|c| c.seckill.async_retire_after_ms = 300).await;
     let users = app.seed_users(2).await;
     let ((_, buyer), (poisoned_user, poisoned)) = (users[0].clone(), users[1].clone());
-    refuse_orders_of(&app, poisoned_user).await;
+    app.refuse_orders_of(poisoned_user).await;
     let now = Utc::now();
     // Long enough to create and sell 200 sales on a busy machine.
     let end = now + ChronoDuration::seconds(15);

@@ -36,16 +36,22 @@ fn ok_ids(outcomes: &[common::Outcome]) -> BTreeSet<String> {
     outcomes.iter().filter(|o| o.code == "OK").filter_map(|o| o.order_id.clone()).collect()
 }
 
-/// The voucher's segments as the crate sees them, on the service's keys:
-/// what a borrower that dies mid-borrow would have used.
-async fn segments_of(app: &TestApp, voucher: u64) -> SegmentedStock {
+/// Every segment's hash tag, segment 0 (the voucher id) first.
+async fn tags_of(app: &TestApp, voucher: u64) -> Vec<String> {
     let tags: String = sqlx::query_scalar("SELECT segment_tags FROM tb_seckill_voucher WHERE voucher_id = ?")
         .bind(voucher)
         .fetch_one(&app.db)
         .await
         .unwrap();
-    let keys = std::iter::once(voucher.to_string())
-        .chain(tags.split(',').map(str::to_owned))
+    std::iter::once(voucher.to_string()).chain(tags.split(',').map(str::to_owned)).collect()
+}
+
+/// The voucher's segments as the crate sees them, on the service's keys:
+/// what a borrower that dies mid-borrow would have used.
+async fn segments_of(app: &TestApp, voucher: u64) -> SegmentedStock {
+    let keys = tags_of(app, voucher)
+        .await
+        .into_iter()
         .map(|tag| {
             let sk = app.keys.seckill_segment(&tag);
             SegmentKeys { stock: sk.stock, buyers: sk.buyers, lent: sk.lent, received: sk.received }
@@ -182,12 +188,7 @@ async fn a_segment_lost_from_redis_is_loaded_again_without_counting_a_unit_twice
     at_rest(&app, voucher).await;
 
     // One segment's keys vanish (a master lost without a replica).
-    let tags: String = sqlx::query_scalar("SELECT segment_tags FROM tb_seckill_voucher WHERE voucher_id = ?")
-        .bind(voucher)
-        .fetch_one(&app.db)
-        .await
-        .unwrap();
-    let lost = app.keys.seckill_segment(tags.split(',').nth(1).unwrap());
+    let lost = app.keys.seckill_segment(&tags_of(&app, voucher).await[2]);
     let gone: Vec<&str> = lost.all().into_iter().chain(lost.borrowing()).collect();
     let _: () = redis::cmd("DEL").arg(&gone[..]).query_async(&mut app.redis.clone()).await.unwrap();
 
@@ -207,13 +208,7 @@ async fn an_order_the_database_refuses_gives_its_unit_back_to_the_segments() {
     let voucher = app.open_seckill_in_segments(3, 3).await;
     let users = app.seed_users(4).await;
     let (poisoned, poisoned_token) = users[0].clone();
-    sqlx::raw_sql(&format!(
-        "CREATE TRIGGER refuse_one_user BEFORE INSERT ON tb_voucher_order FOR EACH ROW
-         IF NEW.user_id = {poisoned} THEN SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'refused by the test'; END IF"
-    ))
-    .execute(&app.db)
-    .await
-    .unwrap();
+    app.refuse_orders_of(poisoned).await;
     expect_ok(app.order(voucher, &poisoned_token).await).await;
     let report = at_rest(&app, voucher).await;
     assert_eq!((report.dead_letters, report.redis_stock), (1, Some(3)), "{}", report.render());

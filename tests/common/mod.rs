@@ -183,6 +183,17 @@ impl TestApp {
         .collect()
     }
 
+    /// A trigger that refuses every order row of `user` (a poison order).
+    pub async fn refuse_orders_of(&self, user: u64) {
+        sqlx::raw_sql(&format!(
+            "CREATE TRIGGER refuse_one_user BEFORE INSERT ON tb_voucher_order FOR EACH ROW
+             IF NEW.user_id = {user} THEN SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'refused by the test'; END IF"
+        ))
+        .execute(&self.db)
+        .await
+        .unwrap();
+    }
+
     /// Holds the voucher's stock row from outside (`FOR UPDATE`), so an
     /// order or a batch blocks at it until the returned transaction ends.
     pub async fn hold_stock_row(&self, voucher_id: u64) -> sqlx::Transaction<'static, sqlx::MySql> {
