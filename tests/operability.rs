@@ -125,6 +125,31 @@ fn assert_every_family_is_explained(exposition: &str) {
 }
 
 #[tokio::test]
+async fn a_voucher_in_segments_shows_each_segments_stock_buyers_and_stream() {
+    let app = TestApp::spawn_with(|c| c.seckill.mode = SeckillMode::Async).await;
+    let voucher = app.open_seckill_in_segments(12, 3).await;
+    let users = app.seed_users(5).await;
+    for (_, token) in &users {
+        assert_eq!(app.order(voucher, token).await.status(), StatusCode::OK);
+    }
+    app.drained(voucher, Duration::from_secs(15)).await;
+    let last = scrape(&app).await;
+    let v = voucher.to_string();
+    let each = |metric: &str| -> Vec<f64> {
+        (0..3).map(|segment| sample(&last, metric, &[("voucher", &v), ("segment", &segment.to_string())])).collect()
+    };
+    assert_eq!(each("hmdp_segment_stock").iter().sum::<f64>(), 7.0, "{last}");
+    assert_eq!(each("hmdp_segment_buyers").iter().sum::<f64>(), 5.0, "{last}");
+    assert_eq!(each("hmdp_segment_borrows_in_flight"), vec![0.0; 3], "{last}");
+    for segment in 0..3 {
+        let (voucher, segment) = (format!("voucher=\"{v}\""), format!("segment=\"{segment}\""));
+        let streams = last.lines().filter(|l| l.starts_with("hmdp_async_stream_length{"));
+        assert!(streams.into_iter().any(|l| l.contains(&voucher) && l.contains(&segment)), "{last}");
+    }
+    assert_every_family_is_explained(&last);
+}
+
+#[tokio::test]
 async fn a_dependency_error_is_counted() {
     let app = TestApp::spawn().await;
     let before = sample(&scrape(&app).await, "hmdp_dependency_errors_total", &[("dependency", "database")]);

@@ -104,6 +104,20 @@ fn describe() {
         "hmdp_admin_key_failures_total",
         "Admin requests with a wrong or missing X-Admin-Key (each address may send 10 per 15 min)"
     );
+    describe_gauge!("hmdp_segment_stock", "A voucher sold in segments: each segment's stock in Redis");
+    describe_gauge!("hmdp_segment_buyers", "A voucher sold in segments: the users holding an order in each segment");
+    describe_gauge!(
+        "hmdp_segment_borrows_in_flight",
+        "A voucher sold in segments: borrows each segment lent that are not yet credited"
+    );
+    describe_gauge!(
+        "hmdp_segment_lends",
+        "A voucher sold in segments: how many times each segment lent since its stock was put on sale"
+    );
+    describe_counter!(
+        "hmdp_segment_units_recovered_total",
+        "Units of borrows whose borrower died between the two halves, returned to their lender"
+    );
     describe_counter!(
         "hmdp_order_id_collisions_total",
         "Accepted orders whose id another order's row already holds (an id sequence that went backwards): an alarm"
