@@ -65,6 +65,8 @@ async fn main() -> anyhow::Result<()> {
     tracing_subscriber::fmt()
         .with_env_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
         .init();
+    #[cfg(feature = "failpoints")]
+    hmdp_segments::fail_points_from_env();
     let cli = Cli::parse_from(with_default_subcommand(std::env::args().collect()));
     match cli.command {
         Command::Serve(config) => {

@@ -81,6 +81,19 @@ pub fn route(user_id: u64, segments: usize) -> usize {
     ((u128::from(splitmix64(user_id)) * segments as u128) >> 64) as usize
 }
 
+/// Chaos runs only: the fail points `FAILPOINTS` names
+/// (`name=actions;...`, the `fail` crate's syntax) are set.
+#[cfg(feature = "failpoints")]
+pub fn fail_points_from_env() {
+    let wanted = std::env::var("FAILPOINTS").unwrap_or_default();
+    for (name, actions) in wanted.split(';').filter_map(|point| point.split_once('=')) {
+        match fail::cfg(name, actions) {
+            Ok(()) => tracing::warn!(name, actions, "fail point set (a chaos run)"),
+            Err(err) => tracing::error!(name, actions, %err, "fail point not set"),
+        }
+    }
+}
+
 /// `stock` spread over `segments` as evenly as it goes, the remainder to
 /// the first ones.
 pub fn spread(stock: i64, segments: usize) -> Vec<i64> {
@@ -266,10 +279,14 @@ impl SegmentedStock {
             match fullest.filter(|i| reading.stock[*i] > 0) {
                 Some(lender) => {
                     let wanted = (reading.stock[lender] + 1) / 2;
-                    if let Some(borrow) = self.lend(lender, dry, wanted).await?
-                        && self.complete(&borrow).await?
-                    {
-                        return Ok(Refill::Refilled { borrowed: borrow.units });
+                    if let Some(borrow) = self.lend(lender, dry, wanted).await? {
+                        // A chaos run's borrower that dies here
+                        // (`segment-between-halves=return`): the units stay
+                        // in flight on the lender until recovery returns them.
+                        fail::fail_point!("segment-between-halves", |_| Ok(Refill::Unsettled));
+                        if self.complete(&borrow).await? {
+                            return Ok(Refill::Refilled { borrowed: borrow.units });
+                        }
                     }
                 }
                 None if reading.in_flight == 0 && reading.consistent => {
