@@ -48,8 +48,11 @@ pub struct Reconciliation {
 }
 
 impl Reconciliation {
+    /// At rest: every accepted order persisted or dead-lettered, and no
+    /// units in flight between segments (a borrow whose borrower died is
+    /// returned by the consumers within seconds).
     pub fn drained(&self) -> bool {
-        self.pending_orders == 0 && self.unacknowledged == 0
+        self.pending_orders == 0 && self.unacknowledged == 0 && self.units_in_flight == 0
     }
 
     /// Drained, and Redis says what MariaDB says.
@@ -59,7 +62,6 @@ impl Reconciliation {
             && self.redis_buyers == Some(self.db_buyers)
             && self.only_in_db.is_empty()
             && self.only_in_redis.is_empty()
-            && self.units_in_flight == 0
             && self.misrouted == 0
     }
 

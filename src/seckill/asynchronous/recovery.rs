@@ -136,11 +136,27 @@ impl Recovery {
         }
         let holds_another = store::held_order(&mut *tx, entry.user_id, voucher).await?;
         // The unit goes back only as far as MariaDB has it: the script sets
-        // Redis's stock from the row, this order no longer pending. (In
-        // segments the script leaves the stock alone, and every segment is
-        // set from the row after it.)
+        // Redis's stock from the row, this order no longer pending.
         let segmented = segments.count() > 1;
         let found = converge::unpersisted(&mut tx, &self.redis, sk, voucher).await?;
+        if segmented && let Some(db_stock) = db_stock {
+            // In segments no one script sees every segment: each is set from
+            // the row first, this order already counted as gone, and the
+            // script then leaves the stock alone. Whoever sees the order gone
+            // (FAILED, or a drained stream) sees its unit back; should the
+            // script fail after this, Redis holds one unit more than MariaDB
+            // until the order's next dead-lettering sets it from the row again.
+            let mut found = converge::unpersisted_each(&mut tx, &self.redis, segments, voucher).await?;
+            let waiting: bool = self.redis.clone().hexists(&sk.pending, entry.order_id).await?;
+            if let Some(own) = segments.keys().iter().position(|k| k.orders == sk.orders)
+                && waiting
+                && !found[own].persisted.contains(&entry.order_id)
+            {
+                found[own].count -= 1;
+                found[own].persisted.push(entry.order_id);
+            }
+            converge::set_from_row(&self.redis, segments, voucher, db_stock.into(), &found).await?;
+        }
         let row_stock = db_stock.filter(|_| !segmented).map_or_else(String::new, |s| s.to_string());
         let mut compensate = COMPENSATE.prepare_invoke();
         compensate
@@ -174,14 +190,8 @@ impl Recovery {
                 Err(err) => return Err(err.into()),
             }
         };
-        match db_stock {
-            Some(db_stock) if segmented => {
-                converge::converge(&mut tx, &self.redis, segments, voucher, db_stock.into()).await?;
-            }
-            Some(db_stock) => {
-                converge::report(voucher, db_stock.into(), before, after);
-            }
-            None => {}
+        if let Some(db_stock) = db_stock.filter(|_| !segmented) {
+            converge::report(voucher, db_stock.into(), before, after);
         }
         tx.commit().await?;
         if compensated == 1 {
