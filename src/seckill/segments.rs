@@ -24,6 +24,16 @@ use crate::{
     recent::RecentIds,
 };
 
+/// Every segment's hash tag, segment 0's (the voucher id) first, from what
+/// the voucher's row records (`segment_tags`: the tags of segments 1..,
+/// comma-separated). A row edited by hand past the most a voucher has
+/// keeps its first ones.
+pub(super) fn recorded_tags(voucher_id: u64, recorded: &str) -> Vec<String> {
+    std::iter::once(voucher_id.to_string())
+        .chain(recorded.split(',').filter(|tag| !tag.is_empty()).take(MAX_SEGMENTS - 1).map(str::to_owned))
+        .collect()
+}
+
 /// Vouchers whose segments an instance remembers, at most.
 const KNOWN_MAX: usize = 10_000;
 
@@ -108,14 +118,13 @@ impl SegmentMaps {
     }
 
     fn build(&self, voucher_id: u64, tags: &str) -> Segments {
-        let first = self.keys.seckill(voucher_id);
-        // A row edited by hand past the most a voucher has: the rest unused.
-        let others: Vec<&str> = tags.split(',').filter(|tag| !tag.is_empty()).take(MAX_SEGMENTS - 1).collect();
-        if others.is_empty() {
-            return Segments::single(first);
+        let tags = recorded_tags(voucher_id, tags);
+        if tags.len() == 1 {
+            return Segments::single(self.keys.seckill(voucher_id));
         }
-        let keys: Vec<Arc<SeckillKeys>> =
-            std::iter::once(first).chain(others.iter().map(|tag| Arc::new(self.keys.seckill_segment(tag)))).collect();
+        let keys: Vec<Arc<SeckillKeys>> = std::iter::once(self.keys.seckill(voucher_id))
+            .chain(tags[1..].iter().map(|tag| Arc::new(self.keys.seckill_segment(tag))))
+            .collect();
         let stock = keys
             .iter()
             .map(|sk| SegmentKeys {

@@ -430,16 +430,10 @@ impl SegmentedStock {
             async move { conn.hget::<_, _, Option<i64>>(&keys.lent, MOVES).await }
         }))
         .await?;
-        let mut in_flight = 0;
-        let mut moves_before = 0;
+        let (mut in_flight, mut moves_before) = (0, 0);
         for entries in &lent {
-            for (field, value) in entries {
-                if field == MOVES {
-                    moves_before += value.parse::<i64>().unwrap_or(0);
-                } else if field != EPOCH {
-                    in_flight += LentEntry::parse(value).map_or(0, |entry| entry.units);
-                }
-            }
+            let lent = Lent::read(entries);
+            (in_flight, moves_before) = (in_flight + lent.units, moves_before + lent.lends);
         }
         let lends = moves_after.into_iter().flatten().sum::<i64>();
         Ok(Reading {
@@ -448,6 +442,32 @@ impl SegmentedStock {
             consistent: moves_before == lends,
             lends,
         })
+    }
+}
+
+/// What one segment's lent hash says: its borrows in flight, their units,
+/// and how many times it lent.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Lent {
+    pub borrows: usize,
+    pub units: i64,
+    pub lends: i64,
+}
+
+impl Lent {
+    /// From the hash as `HGETALL` returns it (`moves` and `epoch` are not
+    /// borrows).
+    pub fn read(hash: &HashMap<String, String>) -> Self {
+        let mut lent = Self::default();
+        for (field, value) in hash {
+            if field == MOVES {
+                lent.lends = value.parse().unwrap_or(0);
+            } else if field != EPOCH {
+                lent.borrows += 1;
+                lent.units += LentEntry::parse(value).map_or(0, |entry| entry.units);
+            }
+        }
+        lent
     }
 }
 

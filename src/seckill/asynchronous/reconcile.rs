@@ -14,7 +14,7 @@ use sqlx::MySqlPool;
 use super::stream::GROUP;
 use crate::{
     keys::{Keys, SeckillKeys},
-    seckill::store,
+    seckill::{segments::recorded_tags, store},
 };
 
 #[derive(Debug, Clone, Serialize)]
@@ -119,10 +119,8 @@ pub async fn reconcile(
     let tags = store::segment_tags(db, voucher_id)
         .await?
         .ok_or_else(|| anyhow::anyhow!("voucher {voucher_id} is not a seckill voucher"))?;
-    let segments: Vec<SeckillKeys> = std::iter::once(voucher_id.to_string())
-        .chain(tags.split(',').filter(|t| !t.is_empty()).map(str::to_owned))
-        .map(|tag| keys.seckill_segment(&tag))
-        .collect();
+    let segments: Vec<SeckillKeys> =
+        recorded_tags(voucher_id, &tags).iter().map(|tag| keys.seckill_segment(tag)).collect();
     let (mut segment_stock, mut buyers, mut pending, mut dead, mut unacknowledged) =
         (Vec::new(), BTreeSet::new(), 0, 0, 0);
     let (mut loaded, mut units_in_flight, mut misrouted) = (true, 0, 0);
@@ -149,12 +147,7 @@ pub async fn reconcile(
                 unacknowledged += items.first().and_then(|v| redis::from_redis_value_ref::<u64>(v).ok()).unwrap_or(0);
             }
         }
-        // `<borrower>:<units>:<ms>:<epoch>` per borrow in flight.
-        units_in_flight += lent
-            .iter()
-            .filter(|(field, _)| *field != "moves" && *field != hmdp_segments::EPOCH)
-            .filter_map(|(_, entry)| entry.split(':').nth(1)?.parse::<i64>().ok())
-            .sum::<i64>();
+        units_in_flight += hmdp_segments::Lent::read(&lent).units;
         loaded &= members.contains(&0);
         if segments.len() > 1 {
             misrouted +=

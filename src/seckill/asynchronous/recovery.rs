@@ -138,25 +138,30 @@ impl Recovery {
         // The unit goes back only as far as MariaDB has it: the script sets
         // Redis's stock from the row, this order no longer pending.
         let segmented = segments.count() > 1;
-        let found = converge::unpersisted(&mut tx, &self.redis, sk, voucher).await?;
-        if segmented && let Some(db_stock) = db_stock {
+        // The pending orders with their row, which the script must not count.
+        let persisted = if !segmented {
+            converge::unpersisted(&mut tx, &self.redis, sk, voucher).await?.persisted
+        } else {
             // In segments no one script sees every segment: each is set from
             // the row first, this order already counted as gone, and the
             // script then leaves the stock alone. Whoever sees the order gone
             // (FAILED, or a drained stream) sees its unit back; should the
             // script fail after this, Redis holds one unit more than MariaDB
             // until the order's next dead-lettering sets it from the row again.
-            let mut found = converge::unpersisted_each(&mut tx, &self.redis, segments, voucher).await?;
-            let waiting: bool = self.redis.clone().hexists(&sk.pending, entry.order_id).await?;
-            if let Some(own) = segments.keys().iter().position(|k| k.orders == sk.orders)
-                && waiting
-                && !found[own].persisted.contains(&entry.order_id)
-            {
-                found[own].count -= 1;
-                found[own].persisted.push(entry.order_id);
+            if let Some(db_stock) = db_stock {
+                let mut found = converge::unpersisted_each(&mut tx, &self.redis, segments, voucher).await?;
+                let waiting: bool = self.redis.clone().hexists(&sk.pending, entry.order_id).await?;
+                if let Some(own) = segments.keys().iter().position(|k| k.orders == sk.orders)
+                    && waiting
+                    && !found[own].persisted.contains(&entry.order_id)
+                {
+                    found[own].count -= 1;
+                    found[own].persisted.push(entry.order_id);
+                }
+                converge::set_from_row(&self.redis, segments, voucher, db_stock.into(), &found).await?;
             }
-            converge::set_from_row(&self.redis, segments, voucher, db_stock.into(), &found).await?;
-        }
+            Vec::new()
+        };
         let row_stock = db_stock.filter(|_| !segmented).map_or_else(String::new, |s| s.to_string());
         let mut compensate = COMPENSATE.prepare_invoke();
         compensate
@@ -174,7 +179,7 @@ impl Recovery {
             .arg(reason)
             .arg(u8::from(holds_another.is_some()))
             .arg(row_stock)
-            .arg(&found.persisted);
+            .arg(&persisted);
         // A call whose answer was lost may still run later. The row lock is
         // held until a call is answered (the script is idempotent: a later
         // run of a lost call changes nothing), so no consumer can persist

@@ -123,15 +123,12 @@ pub(super) async fn record_stream_metrics(
             record_stream(redis, &sk.orders, labels.clone()).await?;
             let (stock, buyers, lent): (Option<i64>, u64, HashMap<String, String>) =
                 redis::pipe().get(&sk.stock).scard(&sk.buyers).hgetall(&sk.lent).query_async(redis).await?;
-            let lending = lent
-                .len()
-                .saturating_sub(lent.contains_key("moves") as usize + lent.contains_key(hmdp_segments::EPOCH) as usize);
+            let lent = hmdp_segments::Lent::read(&lent);
             metrics::gauge!("hmdp_segment_stock", &labels).set(stock.unwrap_or(0) as f64);
             // The member 0 marks the set as loaded.
             metrics::gauge!("hmdp_segment_buyers", &labels).set(buyers.saturating_sub(1) as f64);
-            metrics::gauge!("hmdp_segment_borrows_in_flight", &labels).set(lending as f64);
-            let lends: i64 = lent.get("moves").and_then(|m| m.parse().ok()).unwrap_or(0);
-            metrics::gauge!("hmdp_segment_lends", &labels).set(lends as f64);
+            metrics::gauge!("hmdp_segment_borrows_in_flight", &labels).set(lent.borrows as f64);
+            metrics::gauge!("hmdp_segment_lends", &labels).set(lent.lends as f64);
         }
     }
     Ok(())
