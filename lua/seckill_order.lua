@@ -1,10 +1,11 @@
 -- One asynchronous seckill order, decided atomically in Redis.
 -- KEYS[1] stock, KEYS[2] window hash, KEYS[3] buyers set, KEYS[4] orders
 -- stream, KEYS[5] pending hash, KEYS[6] holders hash (user -> pending
--- order); all share the voucher's hash tag.
+-- order); all share the voucher's hash tag. Guarded vouchers only: KEYS[7]
+-- the sale path's use (same tag), ARGV[4] how long to keep it (ms).
 -- ARGV[1] user id, ARGV[2] order id, ARGV[3] voucher id.
 -- Returns 0 accepted, 1 not loaded, 2 not started, 3 ended, 4 already
--- bought, 5 sold out, 6 off the shelf.
+-- bought, 5 sold out, 6 off the shelf, 7 the path placed another order.
 local window = redis.call('HMGET', KEYS[2], 'begin', 'end', 'shelf')
 local stock = tonumber(redis.call('GET', KEYS[1]))
 -- Never tonumber(nil) arithmetic: a voucher whose keys are missing (never
@@ -13,6 +14,11 @@ local stock = tonumber(redis.call('GET', KEYS[1]))
 if stock == nil or not window[1] or not window[2] or redis.call('SISMEMBER', KEYS[3], '0') == 0 then
     return 1
 end
+-- A path places one order. Before the buyer check, so a path replayed
+-- after its order is refused as used, not answered as a duplicate; its
+-- own order id passes, so a retry after a lost answer finds its order.
+local spent = KEYS[7] and redis.call('GET', KEYS[7])
+if spent and spent ~= ARGV[2] then return 7 end
 -- One clock for every instance: Redis's.
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -31,4 +37,5 @@ redis.call('SADD', KEYS[3], ARGV[1])
 redis.call('XADD', KEYS[4], '*', 'id', ARGV[2], 'userId', ARGV[1], 'voucherId', ARGV[3], 'ts', now)
 redis.call('HSET', KEYS[5], ARGV[2], ARGV[1] .. ':' .. now)
 redis.call('HSET', KEYS[6], ARGV[1], ARGV[2])
+if KEYS[7] then redis.call('SET', KEYS[7], ARGV[2], 'PX', ARGV[4]) end
 return 0

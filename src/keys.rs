@@ -83,6 +83,19 @@ impl Keys {
         format!("{}lock:order:{{{user_id}}}", self.prefix)
     }
 
+    /// A guarded voucher's waiting room, under the voucher's hash tag (in
+    /// both modes).
+    pub fn sale_line(&self, voucher_id: u64) -> LineKeys {
+        let key = |what: &str| format!("{}seckill:{what}:{{{voucher_id}}}", self.prefix);
+        LineKeys { line: key("line"), seen: key("seen"), admitted: key("admitted"), state: key("admission") }
+    }
+
+    /// string: a solved challenge of the voucher, kept until the challenge
+    /// expires, so one solution is used once.
+    pub fn challenge_use(&self, voucher_id: u64, challenge_id: u64) -> String {
+        format!("{}seckill:challenge:{{{voucher_id}}}:{challenge_id}", self.prefix)
+    }
+
     /// Asynchronous mode, per voucher; every key of one voucher shares the
     /// hash tag `{<voucherId>}`, so one script can touch them all on Redis
     /// Cluster.
@@ -106,6 +119,7 @@ impl Keys {
             holders: key("holders"),
             lent: key("lent"),
             received: key("received"),
+            path_use: format!("{}seckill:path:{{{tag}}}:", self.prefix),
         }
     }
 
@@ -119,6 +133,20 @@ impl Keys {
     pub fn seckill_active(&self) -> String {
         format!("{}seckill:active", self.prefix)
     }
+}
+
+/// A guarded voucher's waiting room (`lua/sale_line.lua`).
+#[derive(Debug, Clone)]
+pub struct LineKeys {
+    /// zset: user -> arrival number, the buyers waiting, first first.
+    pub line: String,
+    /// zset: user -> when they last asked (ms); who stops asking leaves.
+    pub seen: String,
+    /// zset: user -> until when (ms) their admission lets them have a path.
+    pub admitted: String,
+    /// hash: the admissions saved up (`tokens`, `at`), the arrival count and
+    /// the path requests of this second and the last.
+    pub state: String,
 }
 
 /// The Redis keys of one voucher in the asynchronous mode.
@@ -154,9 +182,17 @@ pub struct SeckillKeys {
     /// hash, segmented vouchers only: borrow id -> 1 credited, 0 void, for
     /// borrows into this segment.
     pub received: String,
+    /// What a sale path's use key starts with (`path_use`).
+    path_use: String,
 }
 
 impl SeckillKeys {
+    /// string: the order a guarded voucher's sale path `path_id` placed,
+    /// kept until the path expires (guarded vouchers only).
+    pub fn path_use(&self, path_id: u64) -> String {
+        format!("{}{path_id}", self.path_use)
+    }
+
     /// Every key of the voucher, in the order the scripts that touch them
     /// all take them (`KEYS[1..8]`): the stale-key delete, the load
     /// script's wipe and retirement. The first six are the sale's working

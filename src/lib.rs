@@ -4,7 +4,8 @@
 //! Where a request goes, by folder: `http` (envelope, errors, request id,
 //! tracing), `auth` (SMS code login, sessions, the refresh and login
 //! layers), `ids` (order ids), `lock` (the per-user Redis lock), `voucher`
-//! (admin and listing), `seckill` (placing orders). The strategy lab and
+//! (admin and listing), `salepath` (the path, challenge and waiting room
+//! of guarded vouchers), `seckill` (placing orders). The strategy lab and
 //! the load tool are crates of their own (`crates/`), built on this one.
 
 pub mod auth;
@@ -17,6 +18,7 @@ pub mod keys;
 mod monitoring;
 mod openapi;
 mod recent;
+mod salepath;
 pub mod seckill;
 pub mod startup;
 mod state;
@@ -33,7 +35,7 @@ pub use state::AppState;
 /// The whole service. The refresh layer wraps every route; the login layer
 /// wraps only the protected ones.
 pub fn app(state: AppState) -> Router {
-    let protected = auth::protect(auth::user_routes().merge(seckill::routes()));
+    let protected = auth::protect(auth::user_routes().merge(seckill::routes()).merge(salepath::routes()));
     let routes = Router::new()
         .merge(http::health::routes())
         .merge(auth::public_routes())

@@ -34,6 +34,8 @@ use utoipa_swagger_ui::SwaggerUi;
         crate::seckill::routes::cancel_order,
         crate::seckill::routes::refund_order,
         crate::seckill::routes::place_order,
+        crate::salepath::routes::ask_for_path,
+        crate::seckill::routes::place_order_on_path,
         crate::seckill::routes::my_orders,
         crate::seckill::routes::show_order,
         crate::monitoring::scrape,

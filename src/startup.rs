@@ -23,6 +23,7 @@ use crate::{
     },
     ids::OrderIdGenerator,
     keys::Keys,
+    salepath::SalePath,
     seckill::{self, Seckill},
     state::{AppState, Shared},
 };
@@ -98,6 +99,14 @@ pub(crate) async fn build_state(config: Config) -> anyhow::Result<AppState> {
         locks,
     };
     let seckill = Seckill::build(&config, &instance, deps).await?;
+    let sale_path = SalePath::new(
+        db.clone(),
+        redis.clone(),
+        keys.clone(),
+        config.sale_path.clone(),
+        config.auth.jwt_secret.as_bytes(),
+        seckill.clone(),
+    );
     Ok(AppState::new(Shared {
         auth: Auth {
             tokens: TokenKeys::new(config.auth.jwt_secret.as_bytes()),
@@ -106,6 +115,7 @@ pub(crate) async fn build_state(config: Config) -> anyhow::Result<AppState> {
             limits: LoginLimits::from_config(&config),
         },
         seckill,
+        sale_path,
         guards: Guards {
             limits: RateLimiter::new(redis.clone(), keys.clone()),
             idempotency: Idempotency::new(redis.clone(), keys),

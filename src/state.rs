@@ -23,6 +23,7 @@ use crate::{
         idempotency::Idempotency,
         ratelimit::{LocalUserLimiter, RateLimiter},
     },
+    salepath::SalePath,
     seckill::Seckill,
 };
 
@@ -38,6 +39,8 @@ pub struct Shared {
     pub config: Arc<Config>,
     pub auth: Auth,
     pub seckill: Seckill,
+    /// The sale path of guarded vouchers.
+    pub(crate) sale_path: SalePath,
     /// The limits and `Idempotency-Key`, each its own sub-state.
     pub guards: Guards,
     /// Renders what the process-wide `metrics` recorder has counted.
@@ -76,6 +79,7 @@ sub_states! {
     config: Arc<Config>,
     auth: Auth,
     seckill: Seckill,
+    sale_path: SalePath,
     metrics: PrometheusHandle,
 }
 

@@ -11,6 +11,7 @@
 mod auth;
 mod limits;
 mod redact;
+mod salepath;
 mod seckill;
 mod server;
 mod store;
@@ -19,6 +20,7 @@ use clap::Args;
 
 pub use auth::{AuthSettings, MIN_JWT_SECRET_LEN};
 pub use limits::LimitSettings;
+pub use salepath::SalePathSettings;
 pub use seckill::{IDS_PER_DAY, MAX_INSTANCES, OrderSettings, SeckillMode, SeckillSettings};
 pub use server::{MIN_ADMIN_KEY_LEN, ServerSettings, TrustedProxies};
 pub use store::{DatabaseSettings, DatabaseUrl, RedisSettings, ReplicaSettings};
@@ -42,6 +44,8 @@ pub struct Config {
     pub seckill: SeckillSettings,
     #[command(flatten)]
     pub orders: OrderSettings,
+    #[command(flatten)]
+    pub sale_path: SalePathSettings,
 }
 
 impl Config {
@@ -51,7 +55,8 @@ impl Config {
         self.auth.validate()?;
         self.limits.validate()?;
         self.seckill.validate()?;
-        self.orders.validate()
+        self.orders.validate()?;
+        self.sale_path.validate()
     }
 
     pub fn instance_id(&self) -> &str {
@@ -85,6 +90,7 @@ mod tests {
         let parsed = parsed_without_environment();
         assert_eq!(format!("{:?}", parsed.seckill), format!("{:?}", SeckillSettings::default()));
         assert_eq!(format!("{:?}", parsed.orders), format!("{:?}", OrderSettings::default()));
+        assert_eq!(format!("{:?}", parsed.sale_path), format!("{:?}", SalePathSettings::default()));
         assert_eq!(format!("{:?}", parsed.limits), format!("{:?}", LimitSettings::default()));
         assert_eq!(format!("{:?}", parsed.server), format!("{:?}", ServerSettings::default()));
         assert_eq!(format!("{:?}", parsed.db), format!("{:?}", DatabaseSettings::default()));

@@ -41,6 +41,17 @@ pub enum ApiError {
     /// The same `Idempotency-Key` with another request.
     #[error("this Idempotency-Key was used for another request")]
     IdempotencyKeyReused,
+    /// A guarded voucher ordered without its sale path.
+    #[error("this voucher is ordered with a sale path: POST /voucher-order/seckill/{{voucherId}}/path first")]
+    PathRequired,
+    /// Another user's or voucher's path, a forged one, or one already used.
+    #[error("this sale path is not yours, not for this voucher, or used")]
+    PathInvalid,
+    #[error("this sale path has expired; ask for another")]
+    PathExpired,
+    /// A wrong, expired, foreign or replayed solution; says which.
+    #[error("{0}")]
+    ChallengeInvalid(&'static str),
     #[error("{0}")]
     TooManyRequests(&'static str),
     /// A rate limit; the number is `Retry-After` in seconds.
@@ -73,9 +84,9 @@ impl ApiError {
 
     pub fn status(&self) -> StatusCode {
         match self {
-            Self::Validation(_) => StatusCode::BAD_REQUEST,
+            Self::Validation(_) | Self::ChallengeInvalid(_) => StatusCode::BAD_REQUEST,
             Self::Unauthorized(_) => StatusCode::UNAUTHORIZED,
-            Self::Forbidden => StatusCode::FORBIDDEN,
+            Self::Forbidden | Self::PathRequired | Self::PathInvalid | Self::PathExpired => StatusCode::FORBIDDEN,
             Self::NotFound(_) => StatusCode::NOT_FOUND,
             Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             Self::NotStarted
@@ -107,6 +118,10 @@ impl ApiError {
             Self::OrderState(_) => "ORDER_STATE",
             Self::IdempotencyInFlight => "IDEMPOTENCY_IN_FLIGHT",
             Self::IdempotencyKeyReused => "IDEMPOTENCY_KEY_REUSED",
+            Self::PathRequired => "PATH_REQUIRED",
+            Self::PathInvalid => "PATH_INVALID",
+            Self::PathExpired => "PATH_EXPIRED",
+            Self::ChallengeInvalid(_) => "CHALLENGE_INVALID",
             Self::TooManyRequests(_) | Self::RateLimited(..) => "TOO_MANY_REQUESTS",
             Self::Unavailable(_) => "UNAVAILABLE",
             Self::Internal(_) => "INTERNAL",

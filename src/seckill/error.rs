@@ -38,6 +38,9 @@ pub enum SeckillError {
     /// A transition the order's state does not allow; says which.
     #[error("{0}")]
     OrderState(&'static str),
+    /// The sale path came with an order before, which it placed.
+    #[error("this sale path was used already")]
+    PathUsed,
     /// The user's lock is held by another of their orders.
     #[error("another order of yours is in progress")]
     InProgress,

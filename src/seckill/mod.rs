@@ -34,7 +34,7 @@ mod sync;
 pub use asynchronous::{Reconciliation, reconcile};
 pub use error::{SeckillError, SeckillResult};
 pub(crate) use model::OrderView;
-pub use model::StockSet;
+pub use model::{PathUse, StockSet};
 pub(crate) use parts::Dependencies;
 pub use routes::error_code;
 pub(crate) use routes::routes;

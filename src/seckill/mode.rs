@@ -10,7 +10,7 @@ use sqlx::MySqlConnection;
 use super::{
     asynchronous::AsyncMode,
     error::SeckillResult,
-    model::{PlacedOrder, StockSet},
+    model::{PathUse, PlacedOrder, StockSet},
     parts::{Dependencies, Workers},
     segments::SegmentMaps,
     sync::{GroupStats, SyncOrders},
@@ -58,10 +58,25 @@ impl Mode {
         }
     }
 
-    pub(super) async fn place(&self, user_id: u64, voucher_id: u64) -> SeckillResult<PlacedOrder> {
+    /// One order; `spend`, a guarded voucher's sale path, is spent by it.
+    pub(super) async fn place(
+        &self,
+        user_id: u64,
+        voucher_id: u64,
+        spend: Option<PathUse>,
+    ) -> SeckillResult<PlacedOrder> {
         match self {
-            Self::Sync(orders) => orders.place(user_id, voucher_id).await.map(PlacedOrder::committed),
-            Self::Async(mode) => mode.place(user_id, voucher_id).await,
+            Self::Sync(orders) => orders.place(user_id, voucher_id, spend).await.map(PlacedOrder::committed),
+            Self::Async(mode) => mode.place(user_id, voucher_id, spend).await,
+        }
+    }
+
+    /// Units left for sale, as the mode sells them: the row's (sync) or
+    /// Redis's (async); `None` when it cannot tell yet.
+    pub(super) async fn units_left(&self, voucher_id: u64) -> SeckillResult<Option<i64>> {
+        match self {
+            Self::Sync(orders) => orders.units_left(voucher_id).await,
+            Self::Async(mode) => mode.units_left(voucher_id).await,
         }
     }
 

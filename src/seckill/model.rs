@@ -126,3 +126,21 @@ pub struct StockSet {
     pub previous: i64,
     pub awaiting_persistence: u64,
 }
+
+/// A guarded voucher's sale path, checked and about to be spent: the order
+/// it comes with spends it in the order script or transaction that places
+/// the order, so a path places one order at most.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PathUse {
+    pub id: u64,
+    /// When the path expires, epoch ms: its use is kept until then.
+    pub expires_ms: i64,
+}
+
+impl PathUse {
+    /// How long its use must still be kept, from `now_ms`: to its expiry,
+    /// and a second more for clocks apart.
+    pub(crate) fn keep_ms(&self, now_ms: i64) -> i64 {
+        (self.expires_ms - now_ms).max(0) + 1_000
+    }
+}

@@ -12,7 +12,7 @@ use super::{
     aftersale::AfterSale,
     error::SeckillResult,
     mode::Mode,
-    model::{OrderView, PlacedOrder, StockSet},
+    model::{OrderView, PathUse, PlacedOrder, StockSet},
     order,
     parts::{Dependencies, Workers},
     segments::SegmentMaps,
@@ -86,7 +86,24 @@ impl Seckill {
     /// One order for a known user; returns its id. The strategy lab drives
     /// the service through here.
     pub async fn place(&self, user_id: u64, voucher_id: u64) -> SeckillResult<PlacedOrder> {
-        self.0.mode.place(user_id, voucher_id).await
+        self.0.mode.place(user_id, voucher_id, None).await
+    }
+
+    /// One order of a guarded voucher, with the sale path it spends (`None`
+    /// for a voucher without a guard): a path places one order at most.
+    pub async fn place_on_path(
+        &self,
+        user_id: u64,
+        voucher_id: u64,
+        spend: Option<PathUse>,
+    ) -> SeckillResult<PlacedOrder> {
+        self.0.mode.place(user_id, voucher_id, spend).await
+    }
+
+    /// Units left for sale; `None` when the mode cannot tell yet. A hint
+    /// for those asking to buy (the order itself decides).
+    pub(crate) async fn units_left(&self, voucher_id: u64) -> SeckillResult<Option<i64>> {
+        self.0.mode.units_left(voucher_id).await
     }
 
     /// Before a new seckill voucher's rows are committed: its segments'

@@ -4,7 +4,7 @@
 use chrono::{DateTime, FixedOffset, NaiveDate, NaiveDateTime, SubsecRound};
 use serde::{Deserialize, Serialize};
 
-use crate::http::whole;
+use crate::{http::whole, salepath::Guard};
 
 /// A voucher the admin described wrongly; answered 400 with the reason.
 #[derive(Debug, thiserror::Error)]
@@ -22,6 +22,8 @@ pub(super) const TYPE_SECKILL: u8 = 1;
 pub(super) const STATUS_ON_SHELF: u8 = 1;
 const MAX_TITLE: usize = 255;
 const MAX_RULES: usize = 1024;
+/// The most buyers a guarded voucher admits per second.
+const MAX_ADMIT_PER_SECOND: u32 = 1_000_000;
 /// The most segments a voucher is sold in (`hmdp_segments::MAX_SEGMENTS`).
 const MAX_SEGMENTS: u8 = hmdp_segments::MAX_SEGMENTS as u8;
 
@@ -66,6 +68,10 @@ pub(crate) struct VoucherForm {
     pub end_time: Option<DateTime<FixedOffset>>,
     #[serde(default, deserialize_with = "whole::optional")]
     pub segments: Option<i64>,
+    #[serde(default)]
+    pub guard: Option<String>,
+    #[serde(default, deserialize_with = "whole::optional")]
+    pub admit_per_second: Option<i64>,
 }
 
 /// `POST /voucher` as the OpenAPI document states it: `VoucherForm` with
@@ -154,6 +160,16 @@ pub(crate) struct SeckillVoucherSchema {
     /// synchronous mode sells from the row and records them only.
     #[schema(minimum = 1, maximum = 16, default = 1)]
     segments: Option<u8>,
+    /// What a buyer must do before ordering: `none` (the order route as
+    /// is), `path` (ask for a signed single-use path first, and wait in
+    /// line past `admitPerSecond`) or `challenge` (solve a proof-of-work
+    /// challenge for the path).
+    #[schema(default = "none")]
+    guard: Option<Guard>,
+    /// Buyers a guarded voucher admits per second before the others wait
+    /// in line; the stack's `SALE_ADMIT_PER_SECOND` when left out.
+    #[schema(minimum = 1, maximum = 1000000)]
+    admit_per_second: Option<u32>,
 }
 
 /// A validated `tb_voucher` row to insert.
@@ -172,14 +188,24 @@ pub(crate) struct NewVoucher {
 pub(crate) struct NewSeckill {
     pub stock: i32,
     pub segments: u8,
+    pub guard: Guard,
+    pub admit_per_second: Option<u32>,
     pub begin_time: DateTime<FixedOffset>,
     pub end_time: DateTime<FixedOffset>,
 }
 
 impl VoucherForm {
     pub(crate) fn into_ordinary(self) -> Result<NewVoucher, Invalid> {
-        if self.stock.is_some() || self.begin_time.is_some() || self.end_time.is_some() || self.segments.is_some() {
-            return Err(Invalid::new("stock, beginTime, endTime and segments belong to POST /voucher/seckill"));
+        if self.stock.is_some()
+            || self.begin_time.is_some()
+            || self.end_time.is_some()
+            || self.segments.is_some()
+            || self.guard.is_some()
+            || self.admit_per_second.is_some()
+        {
+            return Err(Invalid::new(
+                "stock, beginTime, endTime, segments, guard and admitPerSecond belong to POST /voucher/seckill",
+            ));
         }
         if self.kind.is_some_and(|k| k != TYPE_ORDINARY) {
             return Err(Invalid::new("type must be 0 here; seckill vouchers go to POST /voucher/seckill"));
@@ -218,8 +244,20 @@ impl VoucherForm {
             .ok()
             .filter(|n| (1..=MAX_SEGMENTS).contains(n))
             .ok_or_else(|| Invalid::new(format!("segments must be between 1 and {MAX_SEGMENTS}")))?;
+        let guard = match self.guard.take() {
+            None => Guard::None,
+            Some(name) => Guard::parse(&name).ok_or_else(|| Invalid::new("guard must be none, path or challenge"))?,
+        };
+        let admit_per_second = match self.admit_per_second.take() {
+            None => None,
+            Some(rate) => {
+                Some(u32::try_from(rate).ok().filter(|r| (1..=MAX_ADMIT_PER_SECOND).contains(r)).ok_or_else(|| {
+                    Invalid::new(format!("admitPerSecond must be between 1 and {MAX_ADMIT_PER_SECOND}"))
+                })?)
+            }
+        };
         let voucher = self.common(TYPE_SECKILL)?;
-        Ok((voucher, NewSeckill { stock, segments, begin_time, end_time }))
+        Ok((voucher, NewSeckill { stock, segments, guard, admit_per_second, begin_time, end_time }))
     }
 
     fn common(self, kind: u8) -> Result<NewVoucher, Invalid> {
@@ -285,4 +323,12 @@ pub(crate) struct VoucherView {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<u8>)]
     pub segments: Option<u8>,
+    /// A seckill voucher's guard: `none`, `path` or `challenge`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[sqlx(rename = "sale_guard")]
+    #[schema(value_type = Option<String>)]
+    pub guard: Option<String>,
+    /// Buyers a guarded voucher admits per second, when it set its own.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub admit_per_second: Option<u32>,
 }

@@ -6,7 +6,7 @@ use std::future::Future;
 use sqlx::{MySqlExecutor, MySqlPool};
 
 use super::model::{NewSeckill, NewVoucher, VoucherView};
-use crate::seckill;
+use crate::{salepath, seckill};
 
 pub(super) async fn insert_voucher<'e>(db: impl MySqlExecutor<'e>, voucher: &NewVoucher) -> sqlx::Result<u64> {
     let inserted = sqlx::query(
@@ -47,6 +47,7 @@ where
     let (begin, end) = (sale.begin_time.naive_utc(), sale.end_time.naive_utc());
     let segment_tags = before_commit(id, sale.segments).await?;
     seckill::insert_sale(&mut *tx, id, sale.stock.into(), begin, end, &segment_tags).await?;
+    salepath::record_terms(&mut *tx, id, sale.guard, sale.admit_per_second).await?;
     tx.commit().await?;
     Ok(id)
 }
@@ -70,7 +71,8 @@ pub(super) async fn set_status(db: &MySqlPool, voucher_id: u64, status: u8) -> s
 pub(super) async fn shop_vouchers<'e>(db: impl MySqlExecutor<'e>, shop_id: u64) -> sqlx::Result<Vec<VoucherView>> {
     sqlx::query_as(
         "SELECT v.id, v.shop_id, v.title, v.sub_title, v.rules, v.pay_value, v.actual_value,
-                v.type, v.status, sv.stock, sv.begin_time, sv.end_time, sv.segments
+                v.type, v.status, sv.stock, sv.begin_time, sv.end_time, sv.segments,
+                sv.sale_guard, sv.admit_per_second
          FROM tb_voucher v
          LEFT JOIN tb_seckill_voucher sv ON sv.voucher_id = v.id
          WHERE v.shop_id = ? AND v.status = 1

@@ -6,8 +6,8 @@
 use hmdp::{
     Config,
     config::{
-        AuthSettings, DatabaseSettings, LimitSettings, OrderSettings, RedisSettings, ReplicaSettings, SeckillSettings,
-        ServerSettings,
+        AuthSettings, DatabaseSettings, LimitSettings, OrderSettings, RedisSettings, ReplicaSettings, SalePathSettings,
+        SeckillSettings, ServerSettings,
     },
 };
 use redis::AsyncCommands;
@@ -67,6 +67,7 @@ pub fn test_config() -> (Config, String, String) {
         },
         seckill: SeckillSettings::default(),
         orders: OrderSettings::default(),
+        sale_path: SalePathSettings::default(),
     };
     (config, database, prefix)
 }

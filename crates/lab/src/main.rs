@@ -7,8 +7,8 @@ use clap::Parser;
 use hmdp::{
     Config,
     config::{
-        AuthSettings, DatabaseSettings, LimitSettings, OrderSettings, RedisSettings, ReplicaSettings, SeckillSettings,
-        ServerSettings,
+        AuthSettings, DatabaseSettings, LimitSettings, OrderSettings, RedisSettings, ReplicaSettings, SalePathSettings,
+        SeckillSettings, ServerSettings,
     },
 };
 use hmdp_lab::LabOptions;
@@ -47,6 +47,7 @@ async fn main() -> anyhow::Result<()> {
         server: ServerSettings::default(),
         limits: LimitSettings::default(),
         orders: OrderSettings::default(),
+        sale_path: SalePathSettings::default(),
         replica: ReplicaSettings::default(),
     };
     let report = hmdp_lab::run(&config, &options).await?;

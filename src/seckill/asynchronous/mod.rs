@@ -35,7 +35,7 @@ use replica_wait::ReplicaWait;
 
 use super::{
     error::{SeckillError, SeckillResult},
-    model::{PlacedOrder, StockSet},
+    model::{PathUse, PlacedOrder, StockSet},
     parts::{Dependencies, Workers},
     segments::{SegmentMaps, Segments},
 };
@@ -114,8 +114,27 @@ impl AsyncMode {
 
     /// Decides one order in Redis; returns its id once it is queued (and,
     /// when replicas are waited for, whether they acknowledged it).
-    pub(crate) async fn place(&self, user_id: u64, voucher_id: u64) -> SeckillResult<PlacedOrder> {
-        self.placing.place(&self.mirror, user_id, voucher_id).await
+    pub(crate) async fn place(
+        &self,
+        user_id: u64,
+        voucher_id: u64,
+        spend: Option<PathUse>,
+    ) -> SeckillResult<PlacedOrder> {
+        self.placing.place(&self.mirror, user_id, voucher_id, spend).await
+    }
+
+    /// Units Redis holds for sale, over every segment; `None` while a
+    /// segment's keys are not loaded (the first order loads them).
+    pub(crate) async fn units_left(&self, voucher_id: u64) -> SeckillResult<Option<i64>> {
+        use redis::AsyncCommands;
+        let segments = self.mirror.segments(voucher_id).await?;
+        let mut total = 0;
+        for keys in segments.keys() {
+            let stock: Option<i64> = self.redis.clone().get(&keys.stock).await?;
+            let Some(stock) = stock else { return Ok(None) };
+            total += stock.max(0);
+        }
+        Ok(Some(total))
     }
 
     /// The new voucher's keys are loaded and the consumers start reading

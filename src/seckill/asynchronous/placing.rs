@@ -22,7 +22,7 @@ use crate::{
     keys::SeckillKeys,
     seckill::{
         error::{SeckillError, SeckillResult},
-        model::PlacedOrder,
+        model::{PathUse, PlacedOrder},
         store,
     },
 };
@@ -48,7 +48,13 @@ pub(super) struct Placing {
 impl Placing {
     /// Decides one order in Redis; returns its id once it is queued (and,
     /// when replicas are waited for, whether they acknowledged it).
-    pub(super) async fn place(&self, mirror: &Mirror, user_id: u64, voucher_id: u64) -> SeckillResult<PlacedOrder> {
+    pub(super) async fn place(
+        &self,
+        mirror: &Mirror,
+        user_id: u64,
+        voucher_id: u64,
+        spend: Option<PathUse>,
+    ) -> SeckillResult<PlacedOrder> {
         if mirror.recently_missing(voucher_id) {
             return Err(SeckillError::NoSuchVoucher);
         }
@@ -63,7 +69,7 @@ impl Placing {
         // Set once a call's answer was lost: that call may still run in Redis.
         let mut uncertain = false;
         loop {
-            let called = self.run_order_script(redis, &keys, user_id, order_id, voucher_id).await;
+            let called = self.run_order_script(redis, &keys, user_id, order_id, voucher_id, spend).await;
             // A call whose answer was lost (Redis paused, a timeout) may be
             // executed later. The same call, same order id, is tried again until
             // the deadline: whichever runs first accepts the order, once (the
@@ -148,6 +154,7 @@ impl Placing {
                     },
                 },
                 6 => return Err(SeckillError::OffShelf),
+                7 => return Err(SeckillError::PathUsed),
                 other => {
                     return Err(SeckillError::internal(anyhow::anyhow!(
                         "the order script answered {other} for voucher {voucher_id}"
@@ -167,24 +174,26 @@ impl Placing {
         user_id: u64,
         order_id: i64,
         voucher_id: u64,
+        spend: Option<PathUse>,
     ) -> redis::RedisResult<(i64, Option<u32>)> {
         let (acks, timeout) = (self.replica_wait.acks, self.replica_wait.timeout);
         let waiting = acks > 0 && !self.replica_wait.recently_short(voucher_id);
         // A waited-for order's script runs on the connection the WAIT will be
         // sent on: WAIT counts what its own connection wrote.
         let mut conn = if waiting { self.replica_wait.barrier.redis().clone() } else { redis.clone() };
-        let verdict: i64 = ORDER
-            .key(&keys.stock)
-            .key(&keys.window)
+        let mut call = ORDER.key(&keys.stock);
+        call.key(&keys.window)
             .key(&keys.buyers)
             .key(&keys.orders)
             .key(&keys.pending)
             .key(&keys.holders)
             .arg(user_id)
             .arg(order_id)
-            .arg(voucher_id)
-            .invoke_async(&mut conn)
-            .await?;
+            .arg(voucher_id);
+        if let Some(spend) = spend {
+            call.key(keys.path_use(spend.id)).arg(spend.keep_ms(chrono::Utc::now().timestamp_millis()));
+        }
+        let verdict: i64 = call.invoke_async(&mut conn).await?;
         if !waiting || verdict != 0 {
             return Ok((verdict, None));
         }

@@ -40,6 +40,7 @@ use super::transaction::{commit_reservation, reserve, settle_lost_commit};
 use crate::seckill::{
     admission::Gate,
     error::{SeckillError, SeckillResult},
+    model::PathUse,
     store::{self, NewOrder},
 };
 
@@ -62,6 +63,8 @@ pub(crate) struct GroupCommitter {
 struct Member {
     user_id: u64,
     order_id: i64,
+    /// The sale path the order spends (guarded vouchers).
+    spend: Option<PathUse>,
     /// Cancelled when the user's lock is lost: the order must not commit.
     lost: CancellationToken,
     reply: oneshot::Sender<SeckillResult<()>>,
@@ -123,11 +126,12 @@ impl GroupCommitter {
         voucher_id: u64,
         user_id: u64,
         order_id: i64,
+        spend: Option<PathUse>,
         lost: CancellationToken,
     ) -> SeckillResult<()> {
         let (reply, answer) = oneshot::channel();
         let gone = lost.clone();
-        self.enqueue(gate, voucher_id, Member { user_id, order_id, lost, reply })?;
+        self.enqueue(gate, voucher_id, Member { user_id, order_id, spend, lost, reply })?;
         // The worker answers an order whose deadline passed at once, unless
         // its group is committing: the commit is never raced, but it is not
         // waited for without bound either (a MariaDB that stopped answering
@@ -249,14 +253,18 @@ async fn commit_group(committer: &GroupCommitter, gate: &Gate, voucher_id: u64, 
             Some(Err(err)) => Err(err),
         };
         match outcome {
-            Ok(GroupOutcome::Committed { winners, duplicates, stock_left }) => {
+            Ok(GroupOutcome::Committed { winners, duplicates, spent, stock_left }) => {
                 if stock_left == 0 {
                     gate.mark_sold_out();
                 }
                 committer.stats.groups.fetch_add(1, Relaxed);
                 committer.stats.committed.fetch_add(winners.len() as u64, Relaxed);
                 for (i, member) in group_taken.into_iter().enumerate() {
-                    let _ = member.reply.send(committed_answer(i, &winners, &duplicates));
+                    let _ = member.reply.send(if spent.contains(&i) {
+                        Err(SeckillError::PathUsed)
+                    } else {
+                        committed_answer(i, &winners, &duplicates)
+                    });
                 }
                 return;
             }
@@ -317,6 +325,8 @@ enum GroupOutcome {
     Committed {
         winners: HashSet<usize>,
         duplicates: HashMap<usize, Option<i64>>,
+        /// Came with a sale path that placed an order before.
+        spent: HashSet<usize>,
         stock_left: i64,
     },
     LockLost,
@@ -328,6 +338,7 @@ struct Prepared {
     tx: Transaction<'static, MySql>,
     winners: Vec<usize>,
     duplicates: HashMap<usize, Option<i64>>,
+    spent: HashSet<usize>,
     stock_left: i64,
 }
 
@@ -344,6 +355,7 @@ impl Prepared {
         Ok(GroupOutcome::Committed {
             winners: self.winners.into_iter().collect(),
             duplicates: self.duplicates,
+            spent: self.spent,
             stock_left: self.stock_left,
         })
     }
@@ -379,8 +391,16 @@ async fn prepare_group(db: &MySqlPool, voucher_id: u64, group: &[Member]) -> Res
     let stock = store::lock_stock(&mut *tx, voucher_id).await?.ok_or(sqlx::Error::RowNotFound)?;
     let users: Vec<u64> = group.iter().map(|m| m.user_id).collect();
     let holding = store::held_orders(&mut *tx, voucher_id, &users).await?;
+    let paths: Vec<u64> = group.iter().filter_map(|m| m.spend.map(|p| p.id)).collect();
+    let spent = store::spent_paths(&mut *tx, &paths).await?;
+    let spent: HashSet<usize> = group
+        .iter()
+        .enumerate()
+        .filter(|(_, m)| m.spend.is_some_and(|p| spent.contains(&p.id)))
+        .map(|(i, _)| i)
+        .collect();
 
-    let Choice { winners, duplicates } = choose(&users, &holding, stock);
+    let Choice { winners, duplicates } = choose(&users, &holding, &spent, stock);
     let take = winners.len();
     if !winners.is_empty() {
         if !store::take_stock(&mut *tx, voucher_id, take as u64).await? {
@@ -392,30 +412,42 @@ async fn prepare_group(db: &MySqlPool, voucher_id: u64, group: &[Member]) -> Res
             .iter()
             .map(|&i| NewOrder { id: group[i].order_id, user_id: group[i].user_id, create_time: None })
             .collect();
-        if let Err(err) = store::insert_orders(&mut *tx, voucher_id, &orders).await {
+        let paths: Vec<PathUse> = winners.iter().filter_map(|&i| group[i].spend).collect();
+        // A path spent by a transaction that slipped past its user's lock
+        // refuses the group, retried one order per transaction.
+        let inserted = match store::insert_orders(&mut *tx, voucher_id, &orders).await {
+            Ok(_) => store::spend_paths(&mut *tx, &paths).await,
+            Err(err) => Err(err),
+        };
+        if let Err(err) = inserted {
             return Err(match err {
                 sqlx::Error::Database(_) => GroupError::Refused(err),
                 other => GroupError::Other(other),
             });
         }
     }
-    Ok(Some(Prepared { tx, winners, duplicates, stock_left: i64::from(stock) - take as i64 }))
+    Ok(Some(Prepared { tx, winners, duplicates, spent, stock_left: i64::from(stock) - take as i64 }))
 }
 
 /// Who of a group wins, by index: in arrival order, while `stock` lasts,
-/// every user who holds no live order of the voucher; the others are
-/// duplicates (with the order they hold), and the rest are sold out.
+/// every user who holds no live order of the voucher and comes with no
+/// spent path; the others are duplicates (with the order they hold), and
+/// the rest are sold out. Members in `spent` are neither: their answer is
+/// the spent path's.
 struct Choice {
     winners: Vec<usize>,
     duplicates: HashMap<usize, Option<i64>>,
 }
 
-fn choose(users: &[u64], holding: &HashMap<u64, i64>, stock: i32) -> Choice {
+fn choose(users: &[u64], holding: &HashMap<u64, i64>, spent: &HashSet<usize>, stock: i32) -> Choice {
     // A user twice in one group (impossible under the per-user lock) would
     // be a duplicate the second time.
     let mut seen = HashSet::new();
     let (mut candidates, mut duplicates) = (Vec::new(), HashMap::new());
     for (i, user) in users.iter().enumerate() {
+        if spent.contains(&i) {
+            continue;
+        }
         if let Some(&held) = holding.get(user) {
             duplicates.insert(i, Some(held));
         } else if !seen.insert(*user) {
@@ -455,7 +487,7 @@ fn lost_commit_answer(settled: &SeckillResult<()>, committed: &[i64], order_id: 
 
 /// The design card's transaction for one member of a refused group.
 async fn one_by_one(db: &MySqlPool, gate: &Gate, voucher_id: u64, member: &Member) -> SeckillResult<()> {
-    let reservation = reserve(db, member.user_id, voucher_id, member.order_id).await;
+    let reservation = reserve(db, member.user_id, voucher_id, member.order_id, member.spend).await;
     commit_reservation(db, gate, member.order_id, &member.lost, reservation).await
 }
 
@@ -468,7 +500,7 @@ mod tests {
 
     #[test]
     fn the_first_users_in_arrival_order_win_while_the_stock_lasts() {
-        let choice = choose(&[10, 11, 12, 13], &HashMap::new(), 2);
+        let choice = choose(&[10, 11, 12, 13], &HashMap::new(), &HashSet::new(), 2);
         assert_eq!(choice.winners, vec![0, 1]);
         assert!(choice.duplicates.is_empty());
     }
@@ -476,22 +508,30 @@ mod tests {
     #[test]
     fn a_user_holding_an_order_is_a_duplicate_naming_it_and_takes_no_unit() {
         let holding = HashMap::from([(11, 900)]);
-        let choice = choose(&[10, 11, 12], &holding, 2);
+        let choice = choose(&[10, 11, 12], &holding, &HashSet::new(), 2);
         assert_eq!(choice.winners, vec![0, 2], "the holder's unit goes to the next user");
         assert_eq!(choice.duplicates, HashMap::from([(1, Some(900))]));
     }
 
     #[test]
+    fn a_member_with_a_spent_path_takes_no_unit_and_is_no_duplicate() {
+        let holding = HashMap::from([(11, 900)]);
+        let choice = choose(&[10, 11, 12], &holding, &HashSet::from([1]), 1);
+        assert_eq!(choice.winners, vec![0]);
+        assert!(choice.duplicates.is_empty(), "its answer is the spent path's, not the held order's");
+    }
+
+    #[test]
     fn a_user_twice_in_one_group_wins_once() {
-        let choice = choose(&[10, 10, 11], &HashMap::new(), 5);
+        let choice = choose(&[10, 10, 11], &HashMap::new(), &HashSet::new(), 5);
         assert_eq!(choice.winners, vec![0, 2]);
         assert_eq!(choice.duplicates, HashMap::from([(1, None)]));
     }
 
     #[test]
     fn no_stock_or_a_negative_one_lets_nobody_win() {
-        assert!(choose(&[10, 11], &HashMap::new(), 0).winners.is_empty());
-        assert!(choose(&[10, 11], &HashMap::new(), -3).winners.is_empty());
+        assert!(choose(&[10, 11], &HashMap::new(), &HashSet::new(), 0).winners.is_empty());
+        assert!(choose(&[10, 11], &HashMap::new(), &HashSet::new(), -3).winners.is_empty());
     }
 
     #[test]

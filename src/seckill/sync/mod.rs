@@ -24,11 +24,19 @@ use hmdp_lock::{Holder, LockGuard, LockService};
 use super::{
     admission::{Gate, VoucherGates},
     error::{SeckillError, SeckillResult},
-    model::StockSet,
+    model::{PathUse, StockSet},
     parts::{Dependencies, Workers},
     store,
 };
 use crate::{config::SeckillSettings, ids::OrderIdGenerator, keys::Keys};
+
+/// One order to place under its user's lock.
+struct Order {
+    user_id: u64,
+    voucher_id: u64,
+    /// The sale path it spends (guarded vouchers).
+    spend: Option<PathUse>,
+}
 
 /// What the synchronous mode is made of; built once at start-up.
 pub(crate) struct SyncOrders {
@@ -77,6 +85,14 @@ impl SyncOrders {
     /// within a round.
     pub(crate) async fn settle(&self) {
         self.gates.refresh_sold_out(&self.db).await;
+        if let Err(err) = store::forget_spent_paths(&self.db).await {
+            tracing::warn!(error = %err, "forgetting expired spent sale paths failed; the next round tries again");
+        }
+    }
+
+    /// The row's stock; `None` for no seckill voucher.
+    pub(crate) async fn units_left(&self, voucher_id: u64) -> SeckillResult<Option<i64>> {
+        Ok(store::sale(&self.db, voucher_id).await?.map(|sale| i64::from(sale.stock)))
     }
 
     pub(crate) fn group_stats(&self) -> GroupStats {
@@ -103,16 +119,27 @@ impl SyncOrders {
     /// Places one order; returns the order id. Runs in a task of its own,
     /// so a client that goes away mid-order cannot cut the order between
     /// its commit and its unlock.
-    pub(crate) async fn place(self: &Arc<Self>, user_id: u64, voucher_id: u64) -> SeckillResult<i64> {
+    pub(crate) async fn place(
+        self: &Arc<Self>,
+        user_id: u64,
+        voucher_id: u64,
+        spend: Option<PathUse>,
+    ) -> SeckillResult<i64> {
         let gate = self.gates.get_or_load(&self.db, voucher_id).await?;
         gate.admit(Utc::now().naive_utc())?;
         let this = self.clone();
-        tokio::spawn(async move { this.place_under_lock(&gate, user_id, voucher_id).await })
+        tokio::spawn(async move { this.place_under_lock(&gate, user_id, voucher_id, spend).await })
             .await
             .map_err(|e| SeckillError::internal(anyhow::anyhow!("the order task failed: {e}")))?
     }
 
-    async fn place_under_lock(&self, gate: &Arc<Gate>, user_id: u64, voucher_id: u64) -> SeckillResult<i64> {
+    async fn place_under_lock(
+        &self,
+        gate: &Arc<Gate>,
+        user_id: u64,
+        voucher_id: u64,
+        spend: Option<PathUse>,
+    ) -> SeckillResult<i64> {
         // One request per user at a time, across instances: a second
         // in-flight request of the same user is refused rather than queued.
         let lock_name = self.keys.order_lock(user_id);
@@ -133,7 +160,8 @@ impl SyncOrders {
                 stop.cancel();
             }
         });
-        let placed = self.under_lock(gate, user_id, voucher_id, &guard, &stop).await;
+        let order = Order { user_id, voucher_id, spend };
+        let placed = self.under_lock(gate, order, &guard, &stop).await;
         expire.abort();
         // Released after the commit or rollback, never before.
         if let Err(err) = guard.unlock().await {
@@ -145,18 +173,18 @@ impl SyncOrders {
     async fn under_lock(
         &self,
         gate: &Arc<Gate>,
-        user_id: u64,
-        voucher_id: u64,
+        order: Order,
         guard: &LockGuard,
         stop: &CancellationToken,
     ) -> SeckillResult<i64> {
+        let Order { user_id, voucher_id, spend } = order;
         if gate.is_sold_out() {
             return Err(SeckillError::SoldOut);
         }
         let _slot = gate.queue_slot()?;
         let order_id = self.order_ids.next().await?;
         if let Some(group_commit) = &self.group_commit {
-            group_commit.commit(gate, voucher_id, user_id, order_id, stop.clone()).await?;
+            group_commit.commit(gate, voucher_id, user_id, order_id, spend, stop.clone()).await?;
         } else {
             let _turn = tokio::select! {
                 biased;
@@ -168,7 +196,7 @@ impl SyncOrders {
             let reservation = tokio::select! {
                 biased;
                 () = stop.cancelled() => return Err(SeckillError::lock_lost()),
-                reservation = reserve(&self.db, user_id, voucher_id, order_id) => reservation,
+                reservation = reserve(&self.db, user_id, voucher_id, order_id, spend) => reservation,
             };
             commit_reservation(&self.db, gate, order_id, stop, reservation).await?;
         }

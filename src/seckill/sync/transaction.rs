@@ -14,6 +14,7 @@ use crate::{
     seckill::{
         admission::Gate,
         error::{SeckillError, SeckillResult},
+        model::PathUse,
         store::{self, NewOrder, UNIQUE_ORDER_INDEX},
     },
 };
@@ -35,6 +36,7 @@ pub(super) async fn commit_reservation(
             return Err(SeckillError::SoldOut);
         }
         Reservation::OffShelf => return Err(SeckillError::OffShelf),
+        Reservation::PathUsed => return Err(SeckillError::PathUsed),
     };
     if lost.is_cancelled() {
         drop(tx);
@@ -92,6 +94,8 @@ pub(super) enum Reservation {
     AlreadyOrdered(Option<i64>),
     SoldOut,
     OffShelf,
+    /// The sale path placed an order before.
+    PathUsed,
 }
 
 /// The design card's transaction, up to its commit.
@@ -100,10 +104,18 @@ pub(super) async fn reserve(
     user_id: u64,
     voucher_id: u64,
     order_id: i64,
+    spend: Option<PathUse>,
 ) -> SeckillResult<Reservation> {
     let mut tx = db.begin().await?;
     if !store::on_shelf(&mut *tx, voucher_id).await? {
         return Ok(Reservation::OffShelf);
+    }
+    // Before the held-order check: a path replayed after its order is
+    // refused as used, not answered as a duplicate.
+    if let Some(spend) = spend
+        && !store::spent_paths(&mut *tx, &[spend.id]).await?.is_empty()
+    {
+        return Ok(Reservation::PathUsed);
     }
     if let Some(held) = store::held_order(&mut *tx, user_id, voucher_id).await? {
         return Ok(Reservation::AlreadyOrdered(Some(held)));
@@ -116,6 +128,14 @@ pub(super) async fn reserve(
     let inserted = store::insert_orders(&mut *tx, voucher_id, &[NewOrder { id: order_id, user_id, create_time: None }])
         .await
         .on_unique(UNIQUE_ORDER_INDEX, || SeckillError::DuplicateOrder(None));
+    let inserted = match (inserted, spend) {
+        // The user's lock keeps one path from two transactions; if it was
+        // lost, the primary key has the last word.
+        (Ok(_), Some(spend)) => {
+            store::spend_paths(&mut *tx, &[spend]).await.on_unique("PRIMARY", || SeckillError::PathUsed).map(|()| 1)
+        }
+        (inserted, _) => inserted,
+    };
     match inserted {
         Ok(_) => Ok(Reservation::Made(tx)),
         // Found only by the index: the id of the order the user holds is
