@@ -144,9 +144,10 @@ pub(crate) async fn ask_for_path(
     Ok(Reply::data(answer.into()))
 }
 
-/// No body (or white space alone): no solution; anything else must be one.
+/// No body (white space alone, or JSON `null`): no solution; anything else
+/// must be one.
 fn solution(body: &[u8]) -> ApiResult<Option<Solution>> {
-    if body.iter().all(u8::is_ascii_whitespace) {
+    if body.trim_ascii().is_empty() || body.trim_ascii() == b"null" {
         return Ok(None);
     }
     if body.len() > MAX_BODY {
@@ -176,8 +177,9 @@ mod tests {
     fn no_body_is_no_solution_and_anything_else_must_be_one() {
         assert!(solution(b"").unwrap().is_none());
         assert!(solution(b" \n").unwrap().is_none());
+        assert!(solution(b" null ").unwrap().is_none(), "null is no solution, as the nullable body says");
         assert!(solution(br#"{"challenge":"t","nonce":"12"}"#).unwrap().is_some());
-        for bad in [&b"{}"[..], br#"{"challenge":"t"}"#, br#"{"challenge":"t","nonce":"1","x":1}"#, b"[", b"null"] {
+        for bad in [&b"{}"[..], br#"{"challenge":"t"}"#, br#"{"challenge":"t","nonce":"1","x":1}"#, b"[", b"1"] {
             assert!(solution(bad).is_err(), "{}", String::from_utf8_lossy(bad));
         }
         assert!(solution(&vec![b'{'; 5_000]).is_err());

@@ -14,6 +14,7 @@ mod aftersale;
 mod audit;
 mod chaos;
 mod cpu;
+mod guarded;
 mod report;
 
 use std::{
@@ -130,6 +131,9 @@ struct Args {
     /// A chaos run (`--fault`): the sale under one fault, then the verdict.
     #[command(flatten)]
     chaos: chaos::ChaosArgs,
+    /// A guarded sale (`--guard`): the full flow, bots, greedy buyers.
+    #[command(flatten)]
+    guard: guarded::GuardArgs,
 }
 
 fn positive_rate(value: &str) -> Result<f64, String> {
@@ -163,8 +167,14 @@ async fn main() -> anyhow::Result<()> {
     };
     let before = if args.ceiling { None } else { Some(audit::Snapshot::read(&db, voucher).await?) };
 
+    // The last `--bots` users are bots, not buyers: the audit counts the
+    // buyers alone.
+    anyhow::ensure!(args.guard.bots < tokens.len(), "--bots must leave some buyers");
+    let buyers = tokens.len() - args.guard.bots;
     let jobs: Arc<Vec<usize>> =
-        Arc::new((0..tokens.len()).flat_map(|user| std::iter::repeat_n(user, args.requests_per_user)).collect());
+        Arc::new((0..buyers).flat_map(|user| std::iter::repeat_n(user, args.requests_per_user)).collect());
+    let guarded = args.guard.guard.is_some();
+    let ledger = Arc::new(guarded::Ledger::default());
     let tokens = Arc::new(tokens);
     let next = Arc::new(AtomicUsize::new(0));
     let done = Arc::new(AtomicUsize::new(0));
@@ -200,6 +210,7 @@ async fn main() -> anyhow::Result<()> {
             let (client, jobs, tokens, next, done, url, method) =
                 (client.clone(), jobs.clone(), tokens.clone(), next.clone(), done.clone(), url.clone(), method.clone());
             let (retries, retried) = (args.retries, retried.clone());
+            let (ledger, greedy, base) = (ledger.clone(), args.guard.greedy, base.to_owned());
             let delay = Duration::from_secs_f64(args.ramp_up * w as f64 / args.concurrency as f64);
             tokio::spawn(async move {
                 tokio::time::sleep(delay).await;
@@ -215,7 +226,31 @@ async fn main() -> anyhow::Result<()> {
                     if let Some(rate) = throughput {
                         tokio::time::sleep_until((paced_from + Duration::from_secs_f64(i as f64 / rate)).into()).await;
                     }
+                    // A guarded sale's buyer first asks for a path (and may
+                    // be refused there: sold out while in line).
+                    let url = if guarded {
+                        let greedy = user < greedy;
+                        match guarded::admit(&client, &base, voucher, &tokens[user].token, greedy, &ledger).await {
+                            guarded::Admitted::Path { path } => format!("{url}/{path}"),
+                            guarded::Admitted::Refused(answer, status) => {
+                                let now = Instant::now();
+                                let (outcome, _, other) = read_answer(status, answer);
+                                recorder.record(outcome, now, now);
+                                if let Some(what) = other {
+                                    *others.entry(what).or_default() += 1;
+                                }
+                                answers.push((user, outcome, None));
+                                done.fetch_add(1, Ordering::Relaxed);
+                                continue;
+                            }
+                        }
+                    } else {
+                        url.clone()
+                    };
                     let sent = Instant::now();
+                    if guarded {
+                        ledger.order_sent(sent);
+                    }
                     let key = (retries > 0).then(|| format!("load-{run}-{i}"));
                     let mut attempt = 0;
                     let (outcome, order_id, other) = loop {
@@ -230,6 +265,12 @@ async fn main() -> anyhow::Result<()> {
                     };
                     let answered = Instant::now();
                     recorder.record(outcome, sent, answered);
+                    if guarded {
+                        ledger.order_answered(sent, answered);
+                        if user < greedy && matches!(outcome, Outcome::Success | Outcome::Unreplicated) {
+                            ledger.greedy_won();
+                        }
+                    }
                     match outcome {
                         Outcome::Success | Outcome::Unreplicated => {
                             succeeded_at.push(answered);
@@ -248,6 +289,13 @@ async fn main() -> anyhow::Result<()> {
             })
         })
         .collect();
+    let bots: Vec<_> = (buyers..tokens.len())
+        .enumerate()
+        .map(|(i, user)| {
+            let (client, tokens, ledger, base) = (client.clone(), tokens.clone(), ledger.clone(), base.to_owned());
+            tokio::spawn(async move { guarded::bot(&client, &base, voucher, &tokens[user].token, i, &ledger).await })
+        })
+        .collect();
     let mut recorder = Recorder::new();
     let mut answers = Vec::with_capacity(jobs.len());
     let mut others: BTreeMap<String, u64> = BTreeMap::new();
@@ -263,6 +311,14 @@ async fn main() -> anyhow::Result<()> {
             *others.entry(what).or_default() += n;
         }
     }
+    let mut bot_answers: BTreeMap<String, u64> = BTreeMap::new();
+    for bot in bots {
+        *bot_answers.entry(bot.await?).or_default() += 1;
+    }
+    let guard_report = guarded.then(|| {
+        let ledger = Arc::try_unwrap(ledger).unwrap_or_else(|_| panic!("every worker has ended"));
+        guarded::GuardReport::new(&args.guard, ledger, bot_answers)
+    });
     if !others.is_empty() {
         eprintln!("other answers, by status: {others:?}");
     }
@@ -342,7 +398,7 @@ async fn main() -> anyhow::Result<()> {
         .await?
         .with_refusals(audit::Refusals {
             demand_met: after_sale.as_ref().is_some_and(|r| r.second_wave_successes == r.second_wave_users),
-            ..audit::Refusals::count(tokens.len() as u64, &recorder, &others)
+            ..audit::Refusals::count(buyers as u64, &recorder, &others)
         });
     if let Some(report) = reconciliation {
         audit = audit.with_redis(report);
@@ -378,6 +434,9 @@ async fn main() -> anyhow::Result<()> {
     if let Some(report) = &after_sale {
         println!("{}", report.render());
     }
+    if let Some(report) = &guard_report {
+        println!("{}", report.render(buyers, successes + unreplicated));
+    }
 
     if let Some(path) = &args.json {
         let doc = json!({
@@ -394,6 +453,7 @@ async fn main() -> anyhow::Result<()> {
             "afterSale": &after_sale,
             "audit": &audit,
             "soldOutBeforeLastSale": sold_out_early,
+            "guarded": &guard_report,
             "cpu": &cpu,
         });
         std::fs::write(path, serde_json::to_string_pretty(&doc)?)
@@ -431,6 +491,7 @@ async fn main() -> anyhow::Result<()> {
         return Ok(());
     }
     anyhow::ensure!(audit.passed, "audit failed");
+    anyhow::ensure!(guard_report.as_ref().is_none_or(guarded::GuardReport::bots_kept_out), "a bot placed an order");
     anyhow::ensure!(
         after_sale.as_ref().is_none_or(aftersale::AfterSaleReport::passed),
         "the after-sale scenario failed"
@@ -554,10 +615,18 @@ async fn call(
         }
     };
     let status = resp.status();
-    let body = match resp.json::<Value>().await {
-        Ok(body) if body.get("success").is_some_and(Value::is_boolean) => body,
-        _ => return other(format!("HTTP {} not an envelope", status.as_u16()), format!("HTTP {status}")),
-    };
+    match resp.json::<Value>().await {
+        Ok(body) => read_answer(status, body),
+        Err(_) => other(format!("HTTP {} not an envelope", status.as_u16()), format!("HTTP {status}")),
+    }
+}
+
+/// An answer of the order route (or the path route's refusal), read as
+/// the report counts it.
+fn read_answer(status: reqwest::StatusCode, body: Value) -> (Outcome, Option<i64>, Option<String>) {
+    if !body.get("success").is_some_and(Value::is_boolean) {
+        return other(format!("HTTP {} not an envelope", status.as_u16()), format!("HTTP {status}"));
+    }
     let order_id = body["data"].as_str().and_then(|id| id.parse().ok());
     if status == reqwest::StatusCode::ACCEPTED && body["success"] == true {
         return (Outcome::Unreplicated, order_id, None);
@@ -632,6 +701,12 @@ async fn create_voucher(client: &reqwest::Client, args: &Args, stock: i64) -> an
     // build, the course's own) refuses the unknown field.
     if args.segments > 1 {
         body["segments"] = json!(args.segments);
+    }
+    if let Some(guard) = &args.guard.guard {
+        body["guard"] = json!(guard);
+    }
+    if let Some(rate) = args.guard.admit_per_second {
+        body["admitPerSecond"] = json!(rate);
     }
     let resp = client
         .post(format!("{}/voucher/seckill", args.base_url.trim_end_matches('/')))

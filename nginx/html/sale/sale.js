@@ -15,6 +15,10 @@ const MESSAGES = {
   UNAVAILABLE: "The service is busy: try again in a moment.",
   VALIDATION: "Please check what you typed.",
   NOT_FOUND: "No such voucher.",
+  PATH_REQUIRED: "This sale needs a fresh page: reload and try again.",
+  PATH_INVALID: "That purchase link was used: try again.",
+  PATH_EXPIRED: "That purchase link expired: try again.",
+  CHALLENGE_INVALID: "The check did not pass: try again.",
 };
 const TOKEN_KEY = "hmdp.token";
 const $ = (id) => document.getElementById(id);
@@ -166,16 +170,62 @@ async function loadVouchers() {
   render();
 }
 
+// A challenge solved in a Web Worker: the page stays responsive, and the
+// time it took is kept for anyone curious (window.lastSolve).
+function solve(challenge) {
+  return new Promise((resolve, reject) => {
+    const worker = new Worker("pow-worker.js");
+    worker.onmessage = (e) => { worker.terminate(); window.lastSolve = Object.assign({ difficulty: challenge.difficulty }, e.data); resolve(e.data.nonce); };
+    worker.onerror = (e) => { worker.terminate(); reject(e); };
+    worker.postMessage({ token: challenge.token, difficulty: challenge.difficulty });
+  });
+}
+
+// A guarded voucher's way to its order: ask for a path; solve the
+// challenge if one comes; wait in line, showing the place and when the
+// page asks again, until the path comes. Returns the path, or the failed
+// answer.
+async function pathFor(voucherId) {
+  const route = "/voucher-order/seckill/" + voucherId + "/path";
+  let json = await call("POST", route);
+  for (;;) {
+    if (!json.success) {
+      if (!json.retryable) return { failed: json };
+      await sleep(1000);
+      json = await call("POST", route);
+      continue;
+    }
+    const data = json.data;
+    if (data.path) return { path: data.path };
+    if (data.challenge) {
+      say("Checking you are a person…", true);
+      const nonce = await solve(data.challenge);
+      json = await call("POST", route, { challenge: data.challenge.token, nonce });
+      continue;
+    }
+    say("In line: place " + data.position + "; looking again in " + fmtLeft(data.retryAfterMs) + ".", true);
+    await sleep(data.retryAfterMs);
+    json = await call("POST", route);
+  }
+}
+
 async function order(voucherId, button) {
   button.disabled = true;
   button.dataset.busy = "1";
   const key = { "idempotency-key": newKey() };
-  let json = await call("POST", "/voucher-order/seckill/" + voucherId, undefined, key);
+  const voucher = vouchers.find((v) => v.id === voucherId);
+  let target = "/voucher-order/seckill/" + voucherId;
+  let json;
+  if (voucher && voucher.guard && voucher.guard !== "none") {
+    const found = await pathFor(voucherId);
+    if (found.path) target += "/" + found.path; else json = found.failed;
+  }
+  if (!json) json = await call("POST", target, undefined, key);
   for (const pause of RETRY_PAUSES_MS) {
     if (!json.retryable) break;
     say("Still trying…", true);
     await sleep(pause);
-    json = await call("POST", "/voucher-order/seckill/" + voucherId, undefined, key);
+    json = await call("POST", target, undefined, key);
   }
   delete button.dataset.busy;
   button.disabled = false;
