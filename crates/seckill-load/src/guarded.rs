@@ -34,6 +34,25 @@ pub struct GuardArgs {
     pub greedy: usize,
 }
 
+/// Which buyers are greedy: every `stride`-th, spread over the arrival
+/// order, so that their share of the orders is their greed's doing and
+/// not their place in the queue of buyers.
+#[derive(Clone, Copy)]
+pub struct Greedy {
+    stride: usize,
+    count: usize,
+}
+
+impl Greedy {
+    pub fn among(count: usize, buyers: usize) -> Self {
+        Self { stride: buyers.checked_div(count).map_or(usize::MAX, |s| s.max(1)), count }
+    }
+
+    pub fn is(&self, user: usize) -> bool {
+        self.count > 0 && user.is_multiple_of(self.stride) && user / self.stride < self.count
+    }
+}
+
 /// How a buyer's way to the order route ended.
 pub enum Admitted {
     /// A path (the time in line is in the ledger).
@@ -296,6 +315,15 @@ impl GuardReport {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn greedy_buyers_are_spread_over_the_arrival_order() {
+        let greedy = Greedy::among(3, 30);
+        let chosen: Vec<usize> = (0..30).filter(|u| greedy.is(*u)).collect();
+        assert_eq!(chosen, vec![0, 10, 20]);
+        assert!(!(0..30).any(|u| Greedy::among(0, 30).is(u)));
+        assert_eq!((0..5).filter(|u| Greedy::among(9, 5).is(*u)).count(), 5, "more greedy than buyers: all");
+    }
 
     #[test]
     fn the_busiest_second_and_the_mean_rate_are_counted_from_the_first_event() {

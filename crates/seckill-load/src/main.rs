@@ -210,7 +210,8 @@ async fn main() -> anyhow::Result<()> {
             let (client, jobs, tokens, next, done, url, method) =
                 (client.clone(), jobs.clone(), tokens.clone(), next.clone(), done.clone(), url.clone(), method.clone());
             let (retries, retried) = (args.retries, retried.clone());
-            let (ledger, greedy, base) = (ledger.clone(), args.guard.greedy, base.to_owned());
+            let (ledger, base) = (ledger.clone(), base.to_owned());
+            let greedy = guarded::Greedy::among(args.guard.greedy, buyers);
             let delay = Duration::from_secs_f64(args.ramp_up * w as f64 / args.concurrency as f64);
             tokio::spawn(async move {
                 tokio::time::sleep(delay).await;
@@ -229,7 +230,7 @@ async fn main() -> anyhow::Result<()> {
                     // A guarded sale's buyer first asks for a path (and may
                     // be refused there: sold out while in line).
                     let url = if guarded {
-                        let greedy = user < greedy;
+                        let greedy = greedy.is(user);
                         match guarded::admit(&client, &base, voucher, &tokens[user].token, greedy, &ledger).await {
                             guarded::Admitted::Path { path } => format!("{url}/{path}"),
                             guarded::Admitted::Refused(answer, status) => {
@@ -267,7 +268,7 @@ async fn main() -> anyhow::Result<()> {
                     recorder.record(outcome, sent, answered);
                     if guarded {
                         ledger.order_answered(sent, answered);
-                        if user < greedy && matches!(outcome, Outcome::Success | Outcome::Unreplicated) {
+                        if greedy.is(user) && matches!(outcome, Outcome::Success | Outcome::Unreplicated) {
                             ledger.greedy_won();
                         }
                     }
