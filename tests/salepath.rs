@@ -453,3 +453,23 @@ async fn a_guard_and_a_rate_are_chosen_at_creation_and_shown() {
     assert_eq!(shown(challenged)["guard"], "challenge");
     assert_eq!(shown(challenged)["admitPerSecond"], 500);
 }
+
+#[tokio::test]
+async fn a_buyer_asking_faster_than_told_is_slowed_down_and_keeps_the_place() {
+    let app = TestApp::spawn_with(|c| c.sale_path.sale_path_asks_per_user_s = 5).await;
+    let voucher = guarded(&app, 10, "path", Some(1)).await;
+    let tokens = users(&app.seed_users(2).await);
+    assert!(place(&app, voucher, &tokens[0]).await.is_ok());
+    let mut statuses = Vec::new();
+    for _ in 0..8 {
+        let answer = ask(&app, voucher, &tokens[1], None).await;
+        if answer.status() == StatusCode::TOO_MANY_REQUESTS {
+            assert!(answer.headers().get("retry-after").is_some());
+        }
+        statuses.push(answer.status());
+    }
+    assert_eq!(statuses.iter().filter(|s| **s == StatusCode::OK).count(), 5, "{statuses:?}");
+    assert_eq!(statuses[7], StatusCode::TOO_MANY_REQUESTS);
+    tokio::time::sleep(Duration::from_millis(250)).await;
+    assert_eq!(place(&app, voucher, &tokens[1]).await, Err(1), "the place is kept");
+}

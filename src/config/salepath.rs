@@ -15,6 +15,7 @@ const DEFAULT_SALE_CHALLENGE_MAX_BITS: u8 = 24;
 const DEFAULT_SALE_CHALLENGE_TTL_MS: u64 = 120_000;
 const DEFAULT_SALE_LINE_MAX: u64 = 1_000_000;
 const DEFAULT_SALE_LINE_LEAVE_MS: u64 = 15_000;
+const DEFAULT_SALE_PATH_ASKS_PER_USER_S: u64 = 10;
 
 #[derive(Clone, Debug, Args)]
 pub struct SalePathSettings {
@@ -53,6 +54,12 @@ pub struct SalePathSettings {
     /// loses their place.
     #[arg(long, env = "SALE_LINE_LEAVE_MS", default_value_t = DEFAULT_SALE_LINE_LEAVE_MS)]
     pub sale_line_leave_ms: u64,
+
+    /// Path requests of one user per second, per instance: a buyer told to
+    /// ask again in 250 ms or more needs four; one asking faster is
+    /// answered 429 and keeps the place.
+    #[arg(long, env = "SALE_PATH_ASKS_PER_USER_S", default_value_t = DEFAULT_SALE_PATH_ASKS_PER_USER_S)]
+    pub sale_path_asks_per_user_s: u64,
 }
 
 impl Default for SalePathSettings {
@@ -66,6 +73,7 @@ impl Default for SalePathSettings {
             sale_challenge_ttl_ms: DEFAULT_SALE_CHALLENGE_TTL_MS,
             sale_line_max: DEFAULT_SALE_LINE_MAX,
             sale_line_leave_ms: DEFAULT_SALE_LINE_LEAVE_MS,
+            sale_path_asks_per_user_s: DEFAULT_SALE_PATH_ASKS_PER_USER_S,
         }
     }
 }
@@ -92,6 +100,9 @@ impl SalePathSettings {
         }
         if self.sale_line_max == 0 {
             anyhow::bail!("SALE_LINE_MAX must be at least 1");
+        }
+        if self.sale_path_asks_per_user_s == 0 {
+            anyhow::bail!("SALE_PATH_ASKS_PER_USER_S must be at least 1");
         }
         if !(1_000..=600_000).contains(&self.sale_line_leave_ms) {
             anyhow::bail!("SALE_LINE_LEAVE_MS must be between 1000 and 600000");

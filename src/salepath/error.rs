@@ -27,6 +27,10 @@ pub(crate) enum PathError {
     ChallengeInvalid(&'static str),
     #[error("the waiting line is full; try again later")]
     LineFull,
+    /// More path requests from this user than anyone told when to ask
+    /// again makes.
+    #[error("too many path requests; ask again when told")]
+    TooFast,
     #[error(transparent)]
     Seckill(#[from] SeckillError),
 }

@@ -34,6 +34,7 @@ impl From<PathError> for ApiError {
             PathError::Expired => Self::PathExpired,
             PathError::ChallengeInvalid(why) => Self::ChallengeInvalid(why),
             PathError::LineFull => Self::TooManyRequests("the waiting line is full; try again later"),
+            PathError::TooFast => Self::RateLimited("too many path requests; ask again when told", 1),
             PathError::Seckill(err) => err.into(),
         }
     }
@@ -130,7 +131,7 @@ const MAX_BODY: usize = 1_024;
         BadPath, Unauthorized,
         (status = 404, description = "NOT_FOUND: no such seckill voucher", body = Failure),
         (status = 409, description = "NOT_STARTED (before the lead time), ENDED, SOLD_OUT", body = Failure),
-        (status = 429, description = "TOO_MANY_REQUESTS: the waiting line is full", body = Failure),
+        (status = 429, description = "TOO_MANY_REQUESTS: the waiting line is full, or more than SALE_PATH_ASKS_PER_USER_S requests of this user in a second (with Retry-After)", body = Failure),
         Unavailable,
     ))]
 pub(crate) async fn ask_for_path(

@@ -17,6 +17,7 @@ use super::{
 
 use crate::{
     config::SalePathSettings,
+    http::ratelimit::{Limit, LocalUserLimiter},
     keys::Keys,
     recent::RecentIds,
     seckill::{PathUse, Seckill},
@@ -40,6 +41,8 @@ struct Shared {
     redis: Redis,
     keys: Keys,
     units_left: RecentIds<Option<i64>>,
+    /// Path requests per user, in this instance's memory.
+    asks: LocalUserLimiter,
 }
 
 /// A solved challenge, as the buyer sends it back.
@@ -97,11 +100,12 @@ impl SalePath {
         Self(Arc::new(Shared {
             terms: TermsCache::new(db),
             signer: Signer::new(secret),
-            settings,
             seckill,
             redis,
             keys,
             units_left: RecentIds::new(UNITS_LEFT_MAX, Some(UNITS_LEFT_KEPT)),
+            asks: LocalUserLimiter::new(Limit::per(settings.sale_path_asks_per_user_s, Duration::from_secs(1))),
+            settings,
         }))
     }
 
@@ -136,6 +140,9 @@ impl SalePath {
         voucher_id: u64,
         solution: Option<Solution>,
     ) -> Result<Answer, PathError> {
+        if self.0.asks.hit(user_id, "too many path requests; ask again when told").is_err() {
+            return Err(PathError::TooFast);
+        }
         let terms = self.0.terms.of(voucher_id).await?.ok_or(PathError::NoSuchVoucher)?;
         let now = now_ms();
         if terms.guard == Guard::None {

@@ -20,6 +20,12 @@ pub(super) async fn clear(redis: &Redis, keys: &Keys, voucher_id: u64, tags: &[S
         let segment: Vec<&str> = sk.all().into_iter().chain(sk.borrowing()).collect();
         stale += redis::cmd("DEL").arg(&segment[..]).query_async::<u64>(&mut redis.clone()).await?;
     }
+    // A guarded voucher's waiting room, under the voucher's own tag.
+    let line = keys.sale_line(voucher_id);
+    stale += redis::cmd("DEL")
+        .arg(&[&line.line, &line.seen, &line.admitted, &line.state])
+        .query_async::<u64>(&mut redis.clone())
+        .await?;
     if stale > 0 {
         tracing::warn!(voucher_id, keys = stale, "a new voucher found keys another voucher left under its id; removed");
     }
