@@ -14,6 +14,12 @@
 -- position), 2 not in line (looking only; position: the line's length),
 -- 3 the line is full, 4 the challenge was used before; asks: path
 -- requests in the last whole second (or this one, if more).
+-- A key made by this call gets its lifetime at once; the others have it
+-- renewed once a second (below).
+local function kept_if_new(key)
+    if redis.call('ZCARD', key) == 1 then redis.call('PEXPIRE', key, ARGV[9]) end
+end
+
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local rate, burst = tonumber(ARGV[2]), tonumber(ARGV[3])
@@ -50,6 +56,7 @@ while tokens >= 1 do
     redis.call('ZREM', KEYS[1], head[1])
     redis.call('ZREM', KEYS[2], head[1])
     redis.call('ZADD', KEYS[3], until_ms, head[1])
+    kept_if_new(KEYS[3])
     tokens = tokens - 1
 end
 
@@ -69,6 +76,7 @@ elseif redis.call('ZCARD', KEYS[1]) == 0 and tokens >= 1 then
     -- Nobody waits and the rate allows it: in at once.
     tokens = tokens - 1
     redis.call('ZADD', KEYS[3], until_ms, user)
+    kept_if_new(KEYS[3])
     verdict = 0
 elseif redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[4]) then
     verdict = 3
@@ -76,9 +84,14 @@ else
     local arrival = redis.call('HINCRBY', KEYS[4], 'arrivals', 1)
     redis.call('ZADD', KEYS[1], arrival, user)
     redis.call('ZADD', KEYS[2], now, user)
+    kept_if_new(KEYS[1])
+    kept_if_new(KEYS[2])
     verdict, position = 1, redis.call('ZCARD', KEYS[1])
 end
 
 redis.call('HSET', KEYS[4], 'tokens', tostring(tokens), 'at', now, 'sec', sec, 'asks', asks, 'prev', prev)
-for i = 1, 4 do redis.call('PEXPIRE', KEYS[i], ARGV[9]) end
+-- The keys' lifetime is renewed once a second, not on every ask.
+if tonumber(state[3]) ~= sec then
+    for i = 1, 4 do redis.call('PEXPIRE', KEYS[i], ARGV[9]) end
+end
 return {verdict, position, math.max(asks, prev)}

@@ -307,6 +307,21 @@ async fn past_the_rate_buyers_wait_in_line_first_come_first_served_across_instan
     assert_eq!(outcome(order_on(&app, voucher, &admitted, &tokens[1]).await).await.code, "OK");
     let (orders, _) = app.orders_of(voucher).await;
     assert_eq!(orders, 1);
+
+    // Both instances restart: the line is where they left it.
+    let mut app = app;
+    let mut peer = peer;
+    peer.stop().await;
+    app.stop().await;
+    let restarted = app.spawn_peer(|_| {}).await;
+    // The later arrival asks first; the rate may have admitted the head
+    // meanwhile, but never the later one before it.
+    let later = place(&restarted, voucher, &tokens[3]).await;
+    let earlier = place(&restarted, voucher, &tokens[2]).await;
+    assert!(
+        matches!((&earlier, &later), (Err(1), Err(2)) | (Ok(_), Err(1)) | (Ok(_), Ok(_))),
+        "the line outlives its instances, in arrival order: {earlier:?} before {later:?}"
+    );
 }
 
 #[tokio::test]
@@ -358,6 +373,12 @@ async fn a_full_line_turns_newcomers_away() {
     assert_eq!(place(&app, voucher, &tokens[2]).await, Err(2));
     expect_error(ask(&app, voucher, &tokens[3], None).await, StatusCode::TOO_MANY_REQUESTS, "TOO_MANY_REQUESTS").await;
     assert_eq!(place(&app, voucher, &tokens[1]).await, Err(1), "those in line keep their places");
+    // Every key of the line expires, an hour past the sale's end at most.
+    let keys = app.keys.sale_line(voucher);
+    for key in [&keys.line, &keys.seen, &keys.admitted, &keys.state] {
+        let ttl: i64 = redis::cmd("PTTL").arg(key).query_async(&mut app.redis.clone()).await.unwrap();
+        assert!((1..=2 * 3_600_000 + 60_000).contains(&ttl), "{key}: PTTL {ttl}");
+    }
 }
 
 #[tokio::test]
