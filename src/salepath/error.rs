@@ -3,16 +3,10 @@
 
 use crate::seckill::SeckillError;
 
+/// The sale's own refusals (no such voucher, outside the window, sold
+/// out) and its dependencies' failures come as the seckill's.
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum PathError {
-    #[error("no such seckill voucher")]
-    NoSuchVoucher,
-    #[error("the sale has not started")]
-    NotStarted,
-    #[error("the sale has ended")]
-    Ended,
-    #[error("sold out")]
-    SoldOut,
     /// A guarded voucher's order came without a path.
     #[error("this voucher is ordered with a sale path: POST /voucher-order/seckill/{{id}}/path first")]
     Required,

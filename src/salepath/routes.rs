@@ -25,10 +25,6 @@ use crate::{
 impl From<PathError> for ApiError {
     fn from(err: PathError) -> Self {
         match err {
-            PathError::NoSuchVoucher => Self::NotFound("no such seckill voucher"),
-            PathError::NotStarted => Self::NotStarted,
-            PathError::Ended => Self::Ended,
-            PathError::SoldOut => Self::SoldOut,
             PathError::Required => Self::PathRequired,
             PathError::Invalid => Self::PathInvalid,
             PathError::Expired => Self::PathExpired,

@@ -20,7 +20,7 @@ use crate::{
     http::ratelimit::{Limit, LocalUserLimiter},
     keys::Keys,
     recent::RecentIds,
-    seckill::{PathUse, Seckill},
+    seckill::{PathUse, Seckill, SeckillError},
 };
 
 /// How long a voucher's units left are believed before they are read
@@ -143,20 +143,20 @@ impl SalePath {
         if self.0.asks.hit(user_id, "too many path requests; ask again when told").is_err() {
             return Err(PathError::TooFast);
         }
-        let terms = self.0.terms.of(voucher_id).await?.ok_or(PathError::NoSuchVoucher)?;
+        let terms = self.0.terms.of(voucher_id).await?.ok_or(PathError::Seckill(SeckillError::NoSuchVoucher))?;
         let now = now_ms();
         if terms.guard == Guard::None {
             return Ok(self.path(user_id, voucher_id, now));
         }
         let lead_ms = i64::try_from(self.0.settings.sale_path_lead_s * 1_000).unwrap_or(i64::MAX);
         if now < terms.begin_ms.saturating_sub(lead_ms) {
-            return Err(PathError::NotStarted);
+            return Err(SeckillError::NotStarted.into());
         }
         if now >= terms.end_ms {
-            return Err(PathError::Ended);
+            return Err(SeckillError::Ended.into());
         }
         if self.units_left(voucher_id).await? == Some(0) {
-            return Err(PathError::SoldOut);
+            return Err(SeckillError::SoldOut.into());
         }
         // A solved challenge is checked before the line hears of it: a
         // wrong one never takes a place.

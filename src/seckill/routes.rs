@@ -96,8 +96,19 @@ pub(crate) async fn place_order(
     Path(Id(voucher_id)): Path<Id>,
     idempotency: IdempotencyKey,
 ) -> Response {
-    let caller = format!("user:{}", user.id);
-    let order = order(Ordering { seckill, order_limit, paths }, user.id, voucher_id, None);
+    let ordering = Ordering { seckill, order_limit, paths };
+    once_per_key(idempotency, user.id, voucher_id, order(ordering, user.id, voucher_id, None)).await
+}
+
+/// An order under its `Idempotency-Key`, with or without a path: a retry
+/// with the key gets the first answer.
+async fn once_per_key(
+    idempotency: IdempotencyKey,
+    user_id: u64,
+    voucher_id: u64,
+    order: impl Future<Output = ApiResult<Reply<String>>>,
+) -> Response {
+    let caller = format!("user:{user_id}");
     idempotency.run(&caller, format!("order voucher {voucher_id}"), async { order.await.into_response() }).await
 }
 
@@ -134,9 +145,8 @@ pub(crate) async fn place_order_on_path(
     if !is_path_shaped(&path) {
         return ApiError::validation("a sale path is 1 to 128 base64url characters, as given").into_response();
     }
-    let caller = format!("user:{}", user.id);
-    let order = order(Ordering { seckill, order_limit, paths }, user.id, voucher_id, Some(path));
-    idempotency.run(&caller, format!("order voucher {voucher_id}"), async { order.await.into_response() }).await
+    let ordering = Ordering { seckill, order_limit, paths };
+    once_per_key(idempotency, user.id, voucher_id, order(ordering, user.id, voucher_id, Some(path))).await
 }
 
 /// What the path segment of a sale path can be at all: anything else is a

@@ -197,8 +197,11 @@ pub(super) async fn spent_paths<'e>(
     Ok(found.into_iter().collect())
 }
 
+/// The key a path spent twice runs into: `tb_seckill_path_use`'s primary key.
+pub(super) const SPENT_PATH_KEY: &str = "PRIMARY";
+
 /// Spends sale paths in the transaction of the orders they place, kept
-/// until they expire; a path spent meanwhile runs into the primary key.
+/// until they expire; a path spent meanwhile runs into `SPENT_PATH_KEY`.
 pub(super) async fn spend_paths<'e>(db: impl MySqlExecutor<'e>, paths: &[PathUse]) -> sqlx::Result<()> {
     if paths.is_empty() {
         return Ok(());

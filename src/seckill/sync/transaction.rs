@@ -131,9 +131,10 @@ pub(super) async fn reserve(
     let inserted = match (inserted, spend) {
         // The user's lock keeps one path from two transactions; if it was
         // lost, the primary key has the last word.
-        (Ok(_), Some(spend)) => {
-            store::spend_paths(&mut *tx, &[spend]).await.on_unique("PRIMARY", || SeckillError::PathUsed).map(|()| 1)
-        }
+        (Ok(_), Some(spend)) => store::spend_paths(&mut *tx, &[spend])
+            .await
+            .on_unique(store::SPENT_PATH_KEY, || SeckillError::PathUsed)
+            .map(|()| 1),
         (inserted, _) => inserted,
     };
     match inserted {
