@@ -157,7 +157,7 @@ fn solution(body: &[u8]) -> ApiResult<Option<Solution>> {
     if solution.challenge.is_empty() || solution.challenge.len() > MAX_CHALLENGE {
         return Err(ApiError::validation(format!("challenge is 1 to {MAX_CHALLENGE} characters")));
     }
-    if solution.nonce.is_empty() || solution.nonce.len() > 20 || !solution.nonce.bytes().all(|b| b.is_ascii_digit()) {
+    if !hmdp_pow::is_nonce(&solution.nonce) {
         return Err(ApiError::validation("nonce is 1 to 20 decimal digits"));
     }
     Ok(Some(solution))
