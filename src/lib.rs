@@ -47,5 +47,6 @@ pub fn app(state: AppState) -> Router {
         .merge(monitoring::routes())
         .merge(openapi::routes());
     let instance_id = state.instance_id().to_owned();
-    http::with_plumbing(routes.with_state(state), &instance_id)
+    let max_in_flight = state.config.server.max_in_flight;
+    http::with_plumbing(routes.with_state(state), &instance_id, max_in_flight)
 }

@@ -70,6 +70,8 @@ async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse_from(with_default_subcommand(std::env::args().collect()));
     match cli.command {
         Command::Serve(config) => {
+            let descriptors = startup::raise_descriptor_limit();
+            tracing::info!(descriptors, max_in_flight = config.server.max_in_flight, "limits");
             let app = startup::Application::build(*config).await?;
             app.run_until(startup::shutdown_signal()).await
         }

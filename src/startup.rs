@@ -39,9 +39,8 @@ pub struct Application {
 impl Application {
     pub async fn build(mut config: Config) -> anyhow::Result<Self> {
         config.validate()?;
-        let listener = TcpListener::bind(&config.server.bind_addr)
-            .await
-            .with_context(|| format!("binding {}", config.server.bind_addr))?;
+        let listener =
+            listen(&config.server.bind_addr).await.with_context(|| format!("binding {}", config.server.bind_addr))?;
         if config.server.instance_id.is_none() {
             config.server.instance_id = Some(listener.local_addr()?.to_string());
         }
@@ -70,6 +69,39 @@ impl Application {
         let served = axum::serve(self.listener, service).with_graceful_shutdown(shutdown).await.context("serving HTTP");
         seckill.shutdown().await;
         served
+    }
+}
+
+/// Asked of `listen(2)`, which lowers it to the kernel's `somaxconn`.
+/// tokio's own bind asks for 1,024: a crowd opening nginx's upstream
+/// connections at once overflowed it, and a connection the kernel drops
+/// there is retried only after a second, then three (the tail of the sale).
+const LISTEN_BACKLOG: u32 = 65_535;
+
+async fn listen(addr: &str) -> anyhow::Result<TcpListener> {
+    let mut last_err = None;
+    for addr in tokio::net::lookup_host(addr).await? {
+        let socket = if addr.is_ipv4() { tokio::net::TcpSocket::new_v4()? } else { tokio::net::TcpSocket::new_v6()? };
+        // A restarted instance binds while the old one's connections linger.
+        socket.set_reuseaddr(true)?;
+        match socket.bind(addr).and_then(|()| socket.listen(LISTEN_BACKLOG)) {
+            Ok(listener) => return Ok(listener),
+            Err(err) => last_err = Some(err),
+        }
+    }
+    Err(last_err.map_or_else(|| anyhow::anyhow!("the address resolves to nothing"), anyhow::Error::from))
+}
+
+/// Raises this process's descriptor limit to its hard limit: every held
+/// connection is a descriptor, and a crowd brings tens of thousands (the
+/// soft limit is often 1,024). Returns the limit in force.
+pub fn raise_descriptor_limit() -> u64 {
+    match rlimit::increase_nofile_limit(u64::MAX) {
+        Ok(limit) => limit,
+        Err(err) => {
+            tracing::warn!(error = %err, "could not raise the descriptor limit");
+            rlimit::getrlimit(rlimit::Resource::NOFILE).map_or(0, |(soft, _)| soft)
+        }
     }
 }
 

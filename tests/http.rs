@@ -178,3 +178,58 @@ async fn course_style_requests_get_business_failures_as_200_and_401_stays_401() 
     assert_eq!(bad.status(), StatusCode::OK);
     assert_eq!(bad.json::<Value>().await.unwrap()["errorCode"], "VALIDATION");
 }
+
+/// A request that has sent its headers and part of its body: the instance
+/// counts it in flight until the connection goes.
+async fn hold_a_request(base: &str) -> tokio::net::TcpStream {
+    use tokio::io::AsyncWriteExt;
+    let addr = base.trim_start_matches("http://").trim_end_matches('/');
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let head =
+        "POST /user/login HTTP/1.1\r\nhost: test\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{";
+    stream.write_all(head.as_bytes()).await.unwrap();
+    stream
+}
+
+#[tokio::test]
+async fn an_instance_at_its_cap_answers_the_next_request_503_overloaded_at_once_and_health_still_answers() {
+    let app = TestApp::spawn_with(|c| c.server.max_in_flight = 2).await;
+    let held = [hold_a_request(&app.api.base).await, hold_a_request(&app.api.base).await];
+
+    // The held requests never finish; an answer while they are held is one
+    // that did not wait for them. (They reach the handler a moment after
+    // their headers: ask until the instance is full.)
+    let refused = tokio::time::timeout(std::time::Duration::from_secs(10), async {
+        loop {
+            let resp = app.get("/user/me", None).await;
+            if resp.status() == StatusCode::SERVICE_UNAVAILABLE {
+                break resp;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .expect("the third request is refused while two are held");
+    assert_eq!(refused.headers().get("retry-after").map(|v| v.to_str().unwrap()), Some("1"));
+    let body = expect_error(refused, StatusCode::SERVICE_UNAVAILABLE, "OVERLOADED").await;
+    assert!(body["errorMsg"].as_str().unwrap().contains("retry"), "{body}");
+
+    // Liveness and scrapes are never refused: a full instance is not dead.
+    expect_ok(app.get("/health", None).await).await;
+    assert_eq!(app.get("/metrics", None).await.status(), StatusCode::OK);
+
+    // A held request that goes frees its place.
+    drop(held);
+    let served = tokio::time::timeout(std::time::Duration::from_secs(10), async {
+        loop {
+            let resp = app.get("/user/me", None).await;
+            if resp.status() != StatusCode::SERVICE_UNAVAILABLE {
+                break resp;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .expect("the places come free");
+    expect_error(served, StatusCode::UNAUTHORIZED, "UNAUTHORIZED").await;
+}

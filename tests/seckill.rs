@@ -369,7 +369,7 @@ async fn beyond_the_queue_bound_orders_are_refused_at_once() {
     let (outcomes, ()) = tokio::join!(app.order_all(voucher, &tokens), release);
     let counts = tally(&outcomes);
     assert_eq!(counts.get("OK"), Some(&2), "two fit the queue: {counts:?}");
-    assert_eq!(counts.get("UNAVAILABLE"), Some(&4), "{counts:?}");
+    assert_eq!(counts.get("OVERLOADED"), Some(&4), "refused before any work, told to come back: {counts:?}");
     assert_eq!(app.orders_of(voucher).await, (2, 2));
 }
 

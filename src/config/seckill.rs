@@ -10,7 +10,11 @@ const DEFAULT_ORDER_BATCH_MAX: usize = 64;
 const DEFAULT_ORDER_BATCH_WAIT_MS: u64 = 0;
 const DEFAULT_ORDER_BATCH_WORKER_IDLE_MS: u64 = 60_000;
 const DEFAULT_HOT_ROW_PERMITS: usize = 8;
-const DEFAULT_HOT_ROW_QUEUE_MAX: usize = 4_096;
+/// As many as the instance serves at once (`MAX_IN_FLIGHT`): a crowd at
+/// the opening instant all wants the one voucher, and a group of 64 commits
+/// in a few milliseconds, so a queue this long empties within about a
+/// second; 4,096 turned thousands of buyers away while units remained.
+const DEFAULT_HOT_ROW_QUEUE_MAX: usize = 12_000;
 const DEFAULT_ASYNC_BATCH_MAX: usize = 500;
 const DEFAULT_ASYNC_CLAIM_IDLE_MS: u64 = 5_000;
 const DEFAULT_ASYNC_MAX_DELIVERIES: u64 = 3;
@@ -78,7 +82,8 @@ pub struct SeckillSettings {
     pub hot_row_permits: usize,
 
     /// Orders of one instance that may wait for one voucher's row (or for
-    /// their group) at once; beyond that an order is answered 503 at once.
+    /// their group) at once; beyond that an order is answered 503
+    /// `OVERLOADED` with `Retry-After` at once.
     #[arg(long, env = "HOT_ROW_QUEUE_MAX", default_value_t = DEFAULT_HOT_ROW_QUEUE_MAX)]
     pub hot_row_queue_max: usize,
 

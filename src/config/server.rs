@@ -9,6 +9,11 @@ const DEFAULT_BIND_ADDR: &str = "127.0.0.1:8081";
 /// nginx in front, on this machine.
 const DEFAULT_TRUSTED_PROXIES: &str = "127.0.0.0/8,::1/128";
 
+/// Two instances share a crowd of 20,000 connections: each may hold 10,000
+/// requests at once and still refuse the next in microseconds, with room
+/// left under a descriptor limit of 20,000 for nginx's idle connections.
+const DEFAULT_MAX_IN_FLIGHT: usize = 12_000;
+
 /// An admin key is a password that a script guesses at leisure: long.
 pub const MIN_ADMIN_KEY_LEN: usize = 24;
 /// `.env.example`'s value: `cp .env.example .env` must not serve.
@@ -32,6 +37,13 @@ pub struct ServerSettings {
     /// client's claim, and per-address limits count the peer instead.
     #[arg(long, env = "TRUSTED_PROXIES", default_value = DEFAULT_TRUSTED_PROXIES)]
     pub trusted_proxies: TrustedProxies,
+
+    /// Requests one instance serves at once; the next is answered 503
+    /// `OVERLOADED` with `Retry-After` at once, before any work, instead of
+    /// waiting in a queue until nginx gives up on it. `/health` and
+    /// `/metrics` are never refused.
+    #[arg(long, env = "MAX_IN_FLIGHT", default_value_t = DEFAULT_MAX_IN_FLIGHT, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    pub max_in_flight: usize,
 }
 
 impl Default for ServerSettings {
@@ -41,6 +53,7 @@ impl Default for ServerSettings {
             instance_id: None,
             admin_key: None,
             trusted_proxies: DEFAULT_TRUSTED_PROXIES.parse().expect("the default parses"),
+            max_in_flight: DEFAULT_MAX_IN_FLIGHT,
         }
     }
 }
@@ -67,6 +80,7 @@ impl std::fmt::Debug for ServerSettings {
             .field("instance_id", &self.instance_id)
             .field("admin_key", &redacted(self.admin_key.is_some()))
             .field("trusted_proxies", &self.trusted_proxies)
+            .field("max_in_flight", &self.max_in_flight)
             .finish()
     }
 }

@@ -57,6 +57,10 @@ pub enum ApiError {
     /// A rate limit; the number is `Retry-After` in seconds.
     #[error("{0}")]
     RateLimited(&'static str, u64),
+    /// The instance, or a voucher's queue on it, holds all it can: told at
+    /// once with `Retry-After`, before any work, so a retry is safe.
+    #[error("{0}; retry after a second")]
+    Overloaded(&'static str),
     /// A dependency (MariaDB, Redis) cannot be reached; the cause is logged.
     #[error("service unavailable")]
     Unavailable(#[source] anyhow::Error),
@@ -66,6 +70,11 @@ pub enum ApiError {
 }
 
 pub(crate) type ApiResult<T> = Result<T, ApiError>;
+
+/// A shed request comes back after this long: by then a crowd the instance
+/// could not hold has mostly been answered (a sale of 20,000 units sells out
+/// in about three seconds on two instances).
+const OVERLOADED_RETRY_AFTER_S: u64 = 1;
 
 impl ApiError {
     pub fn validation(msg: impl Into<String>) -> Self {
@@ -98,7 +107,7 @@ impl ApiError {
             | Self::IdempotencyInFlight => StatusCode::CONFLICT,
             Self::IdempotencyKeyReused => StatusCode::UNPROCESSABLE_ENTITY,
             Self::TooManyRequests(_) | Self::RateLimited(..) => StatusCode::TOO_MANY_REQUESTS,
-            Self::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            Self::Overloaded(_) | Self::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -123,6 +132,7 @@ impl ApiError {
             Self::PathExpired => "PATH_EXPIRED",
             Self::ChallengeInvalid(_) => "CHALLENGE_INVALID",
             Self::TooManyRequests(_) | Self::RateLimited(..) => "TOO_MANY_REQUESTS",
+            Self::Overloaded(_) => "OVERLOADED",
             Self::Unavailable(_) => "UNAVAILABLE",
             Self::Internal(_) => "INTERNAL",
         }
@@ -148,8 +158,13 @@ impl IntoResponse for ApiError {
         };
         let body = Envelope::failure(self.to_string(), self.code(), data);
         let mut response = (self.status(), body).into_response();
-        if let Self::RateLimited(_, retry_after) = &self {
-            response.headers_mut().insert(axum::http::header::RETRY_AFTER, (*retry_after).into());
+        let retry_after = match &self {
+            Self::RateLimited(_, seconds) => Some(*seconds),
+            Self::Overloaded(_) => Some(OVERLOADED_RETRY_AFTER_S),
+            _ => None,
+        };
+        if let Some(seconds) = retry_after {
+            response.headers_mut().insert(axum::http::header::RETRY_AFTER, seconds.into());
         }
         response
     }

@@ -27,7 +27,11 @@ pub(crate) struct Forbidden(#[allow(dead_code)] Failure);
 #[response(status = 429, description = "TOO_MANY_REQUESTS (with Retry-After when a rate limit refused it)")]
 pub(crate) struct RateLimited(#[allow(dead_code)] Failure);
 
-/// Every route that reads MariaDB or Redis.
+/// Every route that reads MariaDB or Redis (and any route of a full
+/// instance).
 #[derive(IntoResponses)]
-#[response(status = 503, description = "UNAVAILABLE: MariaDB or Redis unreachable")]
+#[response(
+    status = 503,
+    description = "UNAVAILABLE: MariaDB or Redis unreachable; OVERLOADED: the instance serves all it can, refused before any work, with Retry-After"
+)]
 pub(crate) struct Unavailable(#[allow(dead_code)] Failure);

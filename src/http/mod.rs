@@ -40,8 +40,9 @@ const BODY_LIMIT: usize = 64 * 1024;
 
 /// Wraps the routes in the plumbing every request goes through (request id,
 /// span, instance header, course style, metrics, panics) and the body
-/// limit. A router layer, so the matched route is known to the metrics.
-pub(crate) fn with_plumbing(router: Router, instance_id: &str) -> Router {
+/// limit, and refuses what is past the instance's cap on requests in
+/// flight. A router layer, so the matched route is known to the metrics.
+pub(crate) fn with_plumbing(router: Router, instance_id: &str, max_in_flight: usize) -> Router {
     let instance =
         HeaderValue::from_str(instance_id).unwrap_or_else(|_| HeaderValue::from_static("invalid-instance-id"));
     router
@@ -51,7 +52,7 @@ pub(crate) fn with_plumbing(router: Router, instance_id: &str) -> Router {
         // own, which costs a clone and a boxed future per request.
         .layer(
             ServiceBuilder::new()
-                .layer(plumbing::PlumbingLayer::new(instance))
+                .layer(plumbing::PlumbingLayer::new(instance, max_in_flight))
                 .layer(DefaultBodyLimit::max(BODY_LIMIT)),
         )
 }

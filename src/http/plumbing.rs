@@ -6,14 +6,18 @@
 //! each `from_fn` or tower-http layer boxed a future or cloned the routes
 //! for every request (tower-http's panic layer also boxed the body), and a
 //! profile of the no-op showed the layers costing more than the session
-//! lookup.
+//! lookup. It also holds the instance's cap on requests in flight
+//! (`MAX_IN_FLIGHT`): the cheapest place to refuse one.
 
 use std::{
     convert::Infallible,
     future::{Future, Ready, ready as ready_now},
     panic::{AssertUnwindSafe, catch_unwind},
     pin::Pin,
-    sync::Arc,
+    sync::{
+        Arc,
+        atomic::{AtomicUsize, Ordering},
+    },
     task::{Context, Poll},
     time::Instant,
 };
@@ -22,6 +26,7 @@ use axum::{
     body::Body,
     extract::MatchedPath,
     http::{HeaderValue, Request, Response},
+    response::IntoResponse,
 };
 use futures::future::Either;
 use tower::{Layer, Service};
@@ -40,12 +45,41 @@ pub(super) struct PlumbingLayer {
 struct Shared {
     instance: HeaderValue,
     metrics: RequestMetrics,
+    in_flight: AtomicUsize,
+    max_in_flight: usize,
 }
 
 impl PlumbingLayer {
-    pub(super) fn new(instance: HeaderValue) -> Self {
-        Self { shared: Arc::new(Shared { instance, metrics: RequestMetrics::default() }) }
+    pub(super) fn new(instance: HeaderValue, max_in_flight: usize) -> Self {
+        let metrics = RequestMetrics::default();
+        Self { shared: Arc::new(Shared { instance, metrics, in_flight: AtomicUsize::new(0), max_in_flight }) }
     }
+}
+
+/// A request counted in flight until its response is done (or dropped).
+struct InFlight(Arc<Shared>);
+
+impl InFlight {
+    /// `None` when the instance already serves all it may.
+    fn take(shared: &Arc<Shared>) -> Option<Self> {
+        if shared.in_flight.fetch_add(1, Ordering::AcqRel) >= shared.max_in_flight {
+            shared.in_flight.fetch_sub(1, Ordering::AcqRel);
+            return None;
+        }
+        Some(Self(shared.clone()))
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.in_flight.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// Liveness and scrapes answer however busy the instance is: an operator
+/// must see an overloaded instance, and it is not dead.
+fn never_shed(path: Option<&MatchedPath>) -> bool {
+    path.is_some_and(|p| matches!(p.as_str(), "/health" | "/metrics"))
 }
 
 impl<S> Layer<S> for PlumbingLayer {
@@ -85,18 +119,27 @@ where
         };
         let span = request_span(&req, &request_id);
         let course_style = course::asks_for_course_style(req.headers());
-        let series = self.shared.metrics.series(req.method(), req.extensions().get::<MatchedPath>());
+        let matched = req.extensions().get::<MatchedPath>();
+        let series = self.shared.metrics.series(req.method(), matched);
+        let exempt = never_shed(matched);
+        let in_flight = if exempt { None } else { InFlight::take(&self.shared) };
         let inner = {
             let _entered = span.enter();
-            match catch_unwind(AssertUnwindSafe(|| self.inner.call(req))) {
-                Ok(future) => Either::Left(future),
-                Err(panic) => Either::Right(ready_now(Ok(super::panic_response(panic)))),
+            if !exempt && in_flight.is_none() {
+                let refused = super::ApiError::Overloaded("this instance is serving all the requests it can");
+                Either::Right(ready_now(Ok(refused.into_response())))
+            } else {
+                match catch_unwind(AssertUnwindSafe(|| self.inner.call(req))) {
+                    Ok(future) => Either::Left(future),
+                    Err(panic) => Either::Right(ready_now(Ok(super::panic_response(panic)))),
+                }
             }
         };
         PlumbingFuture {
             inner: inner.instrument(span),
             done: Some(Finish { request_id, instance: self.shared.instance.clone(), course_style, series }),
             started: Instant::now(),
+            _in_flight: in_flight,
         }
     }
 }
@@ -115,6 +158,7 @@ pin_project_lite::pin_project! {
         inner: Instrumented<F>,
         done: Option<Finish>,
         started: Instant,
+        _in_flight: Option<InFlight>,
     }
 }
 
@@ -179,7 +223,7 @@ mod tests {
         let router = Router::new()
             .route("/panics", get(panics))
             .route("/bad", get(|| async { crate::http::ApiError::validation("bad input") }));
-        super::super::with_plumbing(router, "test-instance")
+        super::super::with_plumbing(router, "test-instance", 100)
     }
 
     async fn panics() -> &'static str {

@@ -102,13 +102,14 @@ impl Gate {
         Ok(())
     }
 
-    /// A place in the queue for the voucher's row, or 503 when
+    /// A place in the queue for the voucher's row, or `Busy` (503 with
+    /// `Retry-After`) when
     /// `HOT_ROW_QUEUE_MAX` orders already wait: beyond that an order would
     /// only wait out its deadline.
     pub(super) fn queue_slot(self: &Arc<Self>) -> SeckillResult<QueueSlot> {
         if self.waiting.fetch_add(1, Ordering::AcqRel) >= self.queue_max {
             self.waiting.fetch_sub(1, Ordering::AcqRel);
-            return Err(SeckillError::unavailable("too many orders wait for this voucher's row"));
+            return Err(SeckillError::Busy("too many orders wait for this voucher on this instance"));
         }
         Ok(QueueSlot(self.clone()))
     }
@@ -319,7 +320,7 @@ mod tests {
         let gate = open_sale(&gates, 1, 10);
         let first = gate.queue_slot().expect("a place");
         let _second = gate.queue_slot().expect("a place");
-        assert!(matches!(gate.queue_slot(), Err(SeckillError::Unavailable(_))));
+        assert!(matches!(gate.queue_slot(), Err(SeckillError::Busy(_))));
         drop(first);
         assert!(gate.queue_slot().is_ok(), "a place came free");
     }

@@ -44,7 +44,11 @@ pub enum SeckillError {
     /// The user's lock is held by another of their orders.
     #[error("another order of yours is in progress")]
     InProgress,
-    /// MariaDB or Redis cannot be reached, the voucher's queue is full, or
+    /// So many orders already wait for this voucher on this instance that
+    /// one more would only wait out its deadline; nothing was tried.
+    #[error("{0}")]
+    Busy(&'static str),
+    /// MariaDB or Redis cannot be reached, or
     /// the order ran out of time before its commit: nothing was committed
     /// unless the cause says the outcome is unknown.
     #[error("service unavailable: {0:#}")]

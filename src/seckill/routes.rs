@@ -41,6 +41,7 @@ impl From<SeckillError> for ApiError {
             SeckillError::OrderState(why) => Self::OrderState(why),
             SeckillError::InProgress => Self::TooManyRequests("another order of yours is in progress"),
             SeckillError::PathUsed => Self::PathInvalid,
+            SeckillError::Busy(why) => Self::Overloaded(why),
             SeckillError::Unavailable(cause) => Self::Unavailable(cause),
             SeckillError::Internal(cause) => Self::Internal(cause),
         }
