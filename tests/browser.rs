@@ -412,3 +412,50 @@ async fn in_a_browser_two_buyers_solve_the_challenge_wait_in_line_behind_a_crowd
         page.close().await.unwrap();
     }
 }
+
+/// What the course's own pages do with an answer (its `common.js` axios
+/// interceptor): a 2xx with `success:false` shows `errorMsg`, 401 sends the
+/// user to log in, any other status shows a bare "server error".
+const COURSE_INTERCEPTOR: &str = r#"
+const done = arguments[arguments.length - 1];
+fetch(arguments[0]).then(async (res) => {
+  if (res.status === 401) return done("LOGIN");
+  if (res.status < 200 || res.status >= 300) return done("服务器异常");
+  const body = await res.json();
+  done(body.success ? "OK" : body.errorMsg);
+}).catch((e) => done("network: " + e));
+"#;
+
+/// Kills both instances (the stack's pid files): nginx is left to answer.
+fn kill_both_instances() {
+    for i in [1, 2] {
+        let pid = std::fs::read_to_string(format!("{}/app{i}.pid", env("HMDP_STACK_DIR"))).unwrap();
+        assert!(Command::new("kill").args(["-KILL", pid.trim()]).status().unwrap().success());
+    }
+}
+
+#[tokio::test]
+#[ignore = "needs the nginx stack and chromium-driver; scripts/test runs it, one test at a time"]
+async fn in_a_browser_the_course_front_end_shows_nginx_s_own_answer_when_no_instance_can_be_reached() {
+    let base = env("HMDP_BASE_URL");
+    let driver = Driver::start().await;
+    let page = driver.browser().await;
+    page.goto(&format!("{base}/sale/")).await.unwrap();
+    let shown = page.execute_async(COURSE_INTERCEPTOR, vec![json!("/api/voucher/list/1")]).await.unwrap();
+    assert_eq!(shown, json!("OK"), "the course's list loads while the instances are up");
+
+    kill_both_instances();
+    let shown = page.execute_async(COURSE_INTERCEPTOR, vec![json!("/api/voucher/list/1")]).await.unwrap();
+    // On the REST path the same answer keeps its status, with Retry-After.
+    let rest = reqwest::get(format!("{base}/voucher/list/1")).await.unwrap();
+    let (status, retry_after) = (rest.status(), rest.headers().get("retry-after").cloned());
+    let body: Value = rest.json().await.expect("nginx's 502 in the envelope");
+
+    let up = Command::new("bash").args(["scripts/stack", "up"]).output().unwrap();
+    assert!(up.status.success(), "{}", String::from_utf8_lossy(&up.stderr));
+    assert_eq!(shown, json!("no instance can take the request now; retry after a second"), "the course page shows it");
+    assert_eq!(status, reqwest::StatusCode::BAD_GATEWAY);
+    assert_eq!(retry_after.as_ref().map(|v| v.to_str().unwrap()), Some("1"));
+    assert_eq!(body["success"], json!(false));
+    assert_eq!(body["errorCode"], json!("BAD_GATEWAY"));
+}

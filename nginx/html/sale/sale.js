@@ -13,6 +13,9 @@ const MESSAGES = {
   TOO_MANY_REQUESTS: "Too many requests: wait a moment and try again.",
   UNAUTHORIZED: "Please log in.",
   UNAVAILABLE: "The service is busy: try again in a moment.",
+  OVERLOADED: "Many people are buying right now: trying again in a moment.",
+  BAD_GATEWAY: "The service cannot be reached: try again in a moment.",
+  GATEWAY_TIMEOUT: "The service took too long: check your orders before trying again.",
   VALIDATION: "Please check what you typed.",
   NOT_FOUND: "No such voucher.",
   PATH_REQUIRED: "This sale needs a fresh page: reload and try again.",
@@ -48,6 +51,10 @@ async function call(method, path, body, extra) {
   try { json = await res.json(); } catch (e) { json = { success: false, errorCode: res.status >= 500 ? "UNAVAILABLE" : "VALIDATION" }; }
   if (res.status === 401) { localStorage.removeItem(TOKEN_KEY); showLoggedOut(); }
   json.retryable = res.status === 502 || res.status === 503 || json.errorCode === "IDEMPOTENCY_IN_FLIGHT";
+  // A busy service says when to come back: a crowd that all retries at
+  // once, sooner, only meets the same full house.
+  const retryAfter = Number(res.headers.get("retry-after"));
+  if (Number.isFinite(retryAfter) && retryAfter > 0) json.retryAfterMs = retryAfter * 1000;
   return json;
 }
 
@@ -224,7 +231,7 @@ async function order(voucherId, button) {
   for (const pause of RETRY_PAUSES_MS) {
     if (!json.retryable) break;
     say("Still trying…", true);
-    await sleep(pause);
+    await sleep(Math.max(pause, json.retryAfterMs || 0));
     json = await call("POST", target, undefined, key);
   }
   delete button.dataset.busy;
