@@ -14,6 +14,7 @@ mod aftersale;
 mod audit;
 mod chaos;
 mod cpu;
+mod crowd;
 mod guarded;
 mod report;
 
@@ -143,9 +144,20 @@ fn positive_rate(value: &str) -> Result<f64, String> {
     }
 }
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
-    let args = Args::parse();
+fn main() -> anyhow::Result<()> {
+    // `crowd` is a run of its own; `crowd-part` is one of its children.
+    match std::env::args().nth(1).as_deref() {
+        Some(crowd::PART_ARG) => return crowd::part_main(),
+        Some("crowd") => {
+            let args = crowd::CrowdArgs::parse_from(std::env::args().skip(1));
+            return tokio::runtime::Runtime::new()?.block_on(crowd::run(args));
+        }
+        _ => {}
+    }
+    tokio::runtime::Runtime::new()?.block_on(sale(Args::parse()))
+}
+
+async fn sale(args: Args) -> anyhow::Result<()> {
     anyhow::ensure!(
         args.concurrency > 0 && args.requests_per_user > 0,
         "concurrency and requests-per-user must be positive"
