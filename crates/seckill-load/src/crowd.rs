@@ -237,7 +237,8 @@ pub async fn run(args: CrowdArgs) -> anyhow::Result<()> {
         std::fs::write(path, csv).with_context(|| format!("writing {}", path.display()))?;
     }
     let opened = Instant::now() - Duration::from_millis(unix_ms().saturating_sub(open_at_ms));
-    let verdict = judge(&args, &db, voucher, &before, &merged, &users, opened, parts).await?;
+    let mut verdict = judge(&args, &db, voucher, &before, &merged, &users, opened, parts).await?;
+    verdict.doc["openAtMs"] = json!(open_at_ms);
     println!("{}", verdict.render);
     if let Some(path) = &args.json {
         std::fs::write(path, serde_json::to_string_pretty(&verdict.doc)?)
