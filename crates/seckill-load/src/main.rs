@@ -9,6 +9,11 @@
 //! stack's JWT_SECRET); `--tokens` reads `hmdp seed-users` output. `--stock`
 //! creates a voucher through the admin API (ADMIN_KEY), window open now;
 //! `--voucher` uses an existing one. Exits non-zero when the audit fails.
+//!
+//!     seckill-load crowd --connections 10000 --users 30000 --stock 20000
+//!
+//! `crowd` is the opening instant instead (src/crowd.rs): the connections
+//! are opened and held before the window opens and all order at once.
 
 mod aftersale;
 mod audit;
