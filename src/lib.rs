@@ -47,6 +47,7 @@ pub fn app(state: AppState) -> Router {
         .merge(monitoring::routes())
         .merge(openapi::routes());
     let instance_id = state.instance_id().to_owned();
-    let max_in_flight = state.config.server.max_in_flight;
-    http::with_plumbing(routes.with_state(state), &instance_id, max_in_flight)
+    let limits =
+        http::Limits { in_flight: state.config.server.max_in_flight, working: state.config.server.max_working };
+    http::with_plumbing(routes.with_state(state), &instance_id, limits)
 }

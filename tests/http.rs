@@ -233,3 +233,31 @@ async fn an_instance_at_its_cap_answers_the_next_request_503_overloaded_at_once_
     .expect("the places come free");
     expect_error(served, StatusCode::UNAUTHORIZED, "UNAUTHORIZED").await;
 }
+
+#[tokio::test]
+async fn past_its_cap_on_work_a_request_waits_in_line_and_is_served_when_a_place_comes_free() {
+    let app = TestApp::spawn_with(|c| {
+        c.server.max_in_flight = 10;
+        c.server.max_working = 1;
+    })
+    .await;
+    let held = hold_a_request(&app.api.base).await;
+
+    // The only place for work is taken by the held request: the next one
+    // is neither refused nor served while it holds it...
+    let next = tokio::spawn({
+        let (client, url) = (app.client.clone(), app.url("/user/me"));
+        async move { client.get(url).send().await.unwrap() }
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    assert!(!next.is_finished(), "a request past the cap on work waits in line");
+    // ...liveness skips the line...
+    expect_ok(app.get("/health", None).await).await;
+    // ...and when the place comes free, the one in line is served.
+    drop(held);
+    let served = tokio::time::timeout(std::time::Duration::from_secs(10), next)
+        .await
+        .expect("served once the place came free")
+        .unwrap();
+    expect_error(served, StatusCode::UNAUTHORIZED, "UNAUTHORIZED").await;
+}

@@ -38,11 +38,20 @@ pub(crate) const X_REQUEST_ID: HeaderName = HeaderName::from_static("x-request-i
 /// or an attack.
 const BODY_LIMIT: usize = 64 * 1024;
 
+/// An instance's caps on the requests it holds (`MAX_IN_FLIGHT`) and on
+/// those it works on at once (`MAX_WORKING`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Limits {
+    pub in_flight: usize,
+    pub working: usize,
+}
+
 /// Wraps the routes in the plumbing every request goes through (request id,
 /// span, instance header, course style, metrics, panics) and the body
-/// limit, and refuses what is past the instance's cap on requests in
-/// flight. A router layer, so the matched route is known to the metrics.
-pub(crate) fn with_plumbing(router: Router, instance_id: &str, max_in_flight: usize) -> Router {
+/// limit, refuses what is past the instance's cap on requests in flight and
+/// lines up what is past its cap on work. A router layer, so the matched
+/// route is known to the metrics.
+pub(crate) fn with_plumbing(router: Router, instance_id: &str, limits: Limits) -> Router {
     let instance =
         HeaderValue::from_str(instance_id).unwrap_or_else(|_| HeaderValue::from_static("invalid-instance-id"));
     router
@@ -52,7 +61,7 @@ pub(crate) fn with_plumbing(router: Router, instance_id: &str, max_in_flight: us
         // own, which costs a clone and a boxed future per request.
         .layer(
             ServiceBuilder::new()
-                .layer(plumbing::PlumbingLayer::new(instance, max_in_flight))
+                .layer(plumbing::PlumbingLayer::new(instance, limits))
                 .layer(DefaultBodyLimit::max(BODY_LIMIT)),
         )
 }

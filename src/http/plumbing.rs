@@ -6,8 +6,10 @@
 //! each `from_fn` or tower-http layer boxed a future or cloned the routes
 //! for every request (tower-http's panic layer also boxed the body), and a
 //! profile of the no-op showed the layers costing more than the session
-//! lookup. It also holds the instance's cap on requests in flight
-//! (`MAX_IN_FLIGHT`): the cheapest place to refuse one.
+//! lookup. It also holds the instance's caps: on requests in flight
+//! (`MAX_IN_FLIGHT`), the cheapest place to refuse one, and on requests
+//! worked on at once (`MAX_WORKING`), a first-come-first-served line in
+//! front of the handlers.
 
 use std::{
     convert::Infallible,
@@ -29,6 +31,8 @@ use axum::{
     response::IntoResponse,
 };
 use futures::future::Either;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio_util::sync::PollSemaphore;
 use tower::{Layer, Service};
 use tracing::{Instrument, instrument::Instrumented};
 
@@ -47,12 +51,20 @@ struct Shared {
     metrics: RequestMetrics,
     in_flight: AtomicUsize,
     max_in_flight: usize,
+    /// Places for work; tokio's semaphore hands them out in arrival order.
+    working: Arc<Semaphore>,
 }
 
 impl PlumbingLayer {
-    pub(super) fn new(instance: HeaderValue, max_in_flight: usize) -> Self {
-        let metrics = RequestMetrics::default();
-        Self { shared: Arc::new(Shared { instance, metrics, in_flight: AtomicUsize::new(0), max_in_flight }) }
+    pub(super) fn new(instance: HeaderValue, limits: super::Limits) -> Self {
+        let shared = Shared {
+            instance,
+            metrics: RequestMetrics::default(),
+            in_flight: AtomicUsize::new(0),
+            max_in_flight: limits.in_flight,
+            working: Arc::new(Semaphore::new(limits.working.min(Semaphore::MAX_PERMITS))),
+        };
+        Self { shared: Arc::new(shared) }
     }
 }
 
@@ -102,7 +114,7 @@ where
 {
     type Response = Response<Body>;
     type Error = Infallible;
-    type Future = PlumbingFuture<Either<S::Future, Ready<Result<Response<Body>, Infallible>>>>;
+    type Future = PlumbingFuture<Either<InLine<S::Future>, Ready<Result<Response<Body>, Infallible>>>>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
         self.inner.poll_ready(cx)
@@ -130,7 +142,11 @@ where
                 Either::Right(ready_now(Ok(refused.into_response())))
             } else {
                 match catch_unwind(AssertUnwindSafe(|| self.inner.call(req))) {
-                    Ok(future) => Either::Left(future),
+                    Ok(future) => Either::Left(InLine {
+                        inner: future,
+                        place: None,
+                        line: (!exempt).then(|| PollSemaphore::new(self.shared.working.clone())),
+                    }),
                     Err(panic) => Either::Right(ready_now(Ok(super::panic_response(panic)))),
                 }
             }
@@ -141,6 +157,36 @@ where
             started: Instant::now(),
             _in_flight: in_flight,
         }
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// A handler's future that starts once it has a place for work (at
+    /// once when one is free: no allocation then), and keeps the place
+    /// until it is done. Liveness and scrapes skip the line.
+    pub(super) struct InLine<F> {
+        #[pin]
+        inner: F,
+        place: Option<OwnedSemaphorePermit>,
+        line: Option<PollSemaphore>,
+    }
+}
+
+impl<F: Future> Future for InLine<F> {
+    type Output = F::Output;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        let this = self.project();
+        if this.place.is_none()
+            && let Some(line) = this.line.as_mut()
+        {
+            match line.poll_acquire(cx) {
+                Poll::Pending => return Poll::Pending,
+                // Never closed: the semaphore lives as long as the layer.
+                Poll::Ready(place) => *this.place = place,
+            }
+        }
+        this.inner.poll(cx)
     }
 }
 
@@ -223,7 +269,7 @@ mod tests {
         let router = Router::new()
             .route("/panics", get(panics))
             .route("/bad", get(|| async { crate::http::ApiError::validation("bad input") }));
-        super::super::with_plumbing(router, "test-instance", 100)
+        super::super::with_plumbing(router, "test-instance", super::super::Limits { in_flight: 100, working: 10 })
     }
 
     async fn panics() -> &'static str {
