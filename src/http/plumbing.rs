@@ -230,7 +230,10 @@ where
         }
         let took = this.started.elapsed();
         let status = response.status();
-        if status.is_server_error() {
+        // A refusal that names its Retry-After (OVERLOADED) is the instance
+        // doing its job under a crowd, counted in the metrics; an error log
+        // line for each would flood the log when it matters most.
+        if status.is_server_error() && !response.headers().contains_key(axum::http::header::RETRY_AFTER) {
             let _entered = this.inner.span().enter();
             tracing::error!(status = status.as_u16(), latency_ms = took.as_millis() as u64, "request failed");
         }

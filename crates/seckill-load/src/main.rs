@@ -657,7 +657,7 @@ fn read_answer(status: reqwest::StatusCode, body: Value) -> (Outcome, Option<i64
         "SOLD_OUT" => Outcome::SoldOut,
         "DUPLICATE_ORDER" => Outcome::Duplicate,
         "TOO_MANY_REQUESTS" => Outcome::TooManyRequests,
-        "UNAVAILABLE" if status == reqwest::StatusCode::SERVICE_UNAVAILABLE => Outcome::Unavailable,
+        "UNAVAILABLE" | "OVERLOADED" if status == reqwest::StatusCode::SERVICE_UNAVAILABLE => Outcome::Unavailable,
         _ => return other(format!("HTTP {} {code}", status.as_u16()), format!("HTTP {status}: {body}")),
     };
     (outcome, order_id, None)

@@ -16,7 +16,8 @@ pub enum Outcome {
     SoldOut,
     Duplicate,
     TooManyRequests,
-    /// 503 UNAVAILABLE: a dependency fault, as the contract answers it.
+    /// 503 UNAVAILABLE (a dependency fault, as the contract answers it) or
+    /// OVERLOADED (a full instance, refused before any work).
     Unavailable,
     /// Anything else; `call` says what, by status.
     Other,
