@@ -114,7 +114,7 @@ async fn with_one_instance_killed_nginx_keeps_serving_and_orders_stay_correct() 
     assert!(up.status.success(), "{}", String::from_utf8_lossy(&up.stderr));
     // `up` reloaded nginx: its old workers closed the idle keep-alive
     // connections this client had, so it connects afresh. nginx keeps a
-    // failed instance out for its fail_timeout (3 s); after that both serve
+    // failed instance out for its fail_timeout (1 s); after that both serve
     // again.
     let client = Api::new(env("HMDP_BASE_URL"), env("ADMIN_KEY"), 4);
     let mut seen = BTreeSet::new();
