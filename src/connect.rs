@@ -53,19 +53,41 @@ async fn ensure_database(options: &MySqlConnectOptions, database: &str) -> anyho
 #[derive(Clone)]
 pub(crate) struct ReadReplica(pub MySqlPool);
 
+/// MariaDB's ER_BAD_DB_ERROR.
+const UNKNOWN_DATABASE: u16 = 1049;
+
 /// Connects to a replica for reads. Nothing is created there (a replica
 /// takes its databases from the primary), and a server that is not
 /// read-only is refused: reads sent to a second primary, or to the primary
 /// itself under another name, would hide that the setting is wrong.
 pub(crate) async fn connect_read_replica(url: &str, max_connections: u32) -> anyhow::Result<MySqlPool> {
     let options: MySqlConnectOptions = url.parse().context("parsing DATABASE_READ_URL")?;
-    let connecting = MySqlPoolOptions::new()
-        .max_connections(max_connections)
-        .acquire_timeout(Duration::from_secs(5))
-        .connect_with(options.log_statements(tracing::log::LevelFilter::Trace));
+    let options = options.log_statements(tracing::log::LevelFilter::Trace);
+    // The first instance of a new deployment creates the database on the
+    // primary a moment before it asks the replica for it: until replication
+    // has applied the CREATE DATABASE, the replica answers "unknown
+    // database". That is lag, not a wrong setting: asked again.
+    let connecting = async {
+        loop {
+            let pool = MySqlPoolOptions::new()
+                .max_connections(max_connections)
+                .acquire_timeout(Duration::from_secs(5))
+                .connect_with(options.clone())
+                .await;
+            match pool {
+                Err(sqlx::Error::Database(err))
+                    if err.try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>().map(|e| e.number())
+                        == Some(UNKNOWN_DATABASE) =>
+                {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                other => break other,
+            }
+        }
+    };
     let pool = tokio::time::timeout(Duration::from_secs(10), connecting)
         .await
-        .context("the replica of DATABASE_READ_URL did not answer within 10 s")?
+        .context("the replica of DATABASE_READ_URL did not answer, or did not have the database, within 10 s")?
         .context("connecting to the replica of DATABASE_READ_URL")?;
     let read_only: i64 = sqlx::query_scalar("SELECT CAST(@@read_only AS SIGNED)")
         .fetch_one(&pool)
