@@ -71,7 +71,8 @@ async fn main() -> anyhow::Result<()> {
     match cli.command {
         Command::Serve(config) => {
             let descriptors = startup::raise_descriptor_limit();
-            tracing::info!(descriptors, max_in_flight = config.server.max_in_flight, "limits");
+            let (max_in_flight, max_working) = (config.server.max_in_flight, config.server.max_working);
+            tracing::info!(descriptors, max_in_flight, max_working, "limits");
             let app = startup::Application::build(*config).await?;
             app.run_until(startup::shutdown_signal()).await
         }

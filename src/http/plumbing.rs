@@ -16,10 +16,7 @@ use std::{
     future::{Future, Ready, ready as ready_now},
     panic::{AssertUnwindSafe, catch_unwind},
     pin::Pin,
-    sync::{
-        Arc,
-        atomic::{AtomicUsize, Ordering},
-    },
+    sync::Arc,
     task::{Context, Poll},
     time::Instant,
 };
@@ -49,8 +46,8 @@ pub(super) struct PlumbingLayer {
 struct Shared {
     instance: HeaderValue,
     metrics: RequestMetrics,
-    in_flight: AtomicUsize,
-    max_in_flight: usize,
+    /// Places for requests in flight, taken without waiting.
+    in_flight: Arc<Semaphore>,
     /// Places for work; tokio's semaphore hands them out in arrival order.
     working: Arc<Semaphore>,
 }
@@ -60,31 +57,10 @@ impl PlumbingLayer {
         let shared = Shared {
             instance,
             metrics: RequestMetrics::default(),
-            in_flight: AtomicUsize::new(0),
-            max_in_flight: limits.in_flight,
+            in_flight: Arc::new(Semaphore::new(limits.in_flight.min(Semaphore::MAX_PERMITS))),
             working: Arc::new(Semaphore::new(limits.working.min(Semaphore::MAX_PERMITS))),
         };
         Self { shared: Arc::new(shared) }
-    }
-}
-
-/// A request counted in flight until its response is done (or dropped).
-struct InFlight(Arc<Shared>);
-
-impl InFlight {
-    /// `None` when the instance already serves all it may.
-    fn take(shared: &Arc<Shared>) -> Option<Self> {
-        if shared.in_flight.fetch_add(1, Ordering::AcqRel) >= shared.max_in_flight {
-            shared.in_flight.fetch_sub(1, Ordering::AcqRel);
-            return None;
-        }
-        Some(Self(shared.clone()))
-    }
-}
-
-impl Drop for InFlight {
-    fn drop(&mut self) {
-        self.0.in_flight.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
@@ -134,7 +110,9 @@ where
         let matched = req.extensions().get::<MatchedPath>();
         let series = self.shared.metrics.series(req.method(), matched);
         let exempt = never_shed(matched);
-        let in_flight = if exempt { None } else { InFlight::take(&self.shared) };
+        // Counted in flight until the response is done (or dropped); `None`
+        // when the instance already serves all it may.
+        let in_flight = if exempt { None } else { self.shared.in_flight.clone().try_acquire_owned().ok() };
         let inner = {
             let _entered = span.enter();
             if !exempt && in_flight.is_none() {
@@ -204,7 +182,7 @@ pin_project_lite::pin_project! {
         inner: Instrumented<F>,
         done: Option<Finish>,
         started: Instant,
-        _in_flight: Option<InFlight>,
+        _in_flight: Option<OwnedSemaphorePermit>,
     }
 }
 
