@@ -45,7 +45,7 @@ async fn main() -> anyhow::Result<()> {
                 let holder = Holder::random();
                 let mut pairs = 0u64;
                 if raw {
-                    let script = redis::Script::new(include_str!("../lua/lock_acquire.lua"));
+                    let script = redis::Script::new(include_str!("../crates/lock/lua/lock_acquire.lua"));
                     let mut conn = locks_conn;
                     while Instant::now() < deadline {
                         let _: Vec<i64> = script

@@ -1,7 +1,7 @@
 -- Sets one segment of a voucher sold in segments from MariaDB's row
 -- (stock_from_row.lua is prepended): its share of the row, less the orders
 -- it accepted that MariaDB does not hold yet. The segment gets a new epoch
--- (segment_credit.lua, segment_settle.lua): a borrow lent before this is
+-- (crates/segments/lua/segment_credit.lua, segment_settle.lua): a borrow lent before this is
 -- neither credited after it nor returned into the stock set here, which
 -- counts its units already. The lend counter moves too, so that no reading
 -- taken across this call passes for one instant's.

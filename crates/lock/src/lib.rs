@@ -36,9 +36,9 @@ pub use metrics::{LockMetrics, LockMetricsSnapshot};
 pub use wakeups::RELEASE_CHANNEL_PREFIX;
 use watchdog::{Hold, Holds, Lease, Renewer};
 
-static ACQUIRE: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("../../../lua/lock_acquire.lua")));
-static RELEASE: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("../../../lua/lock_release.lua")));
-static RENEW: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("../../../lua/lock_renew.lua")));
+static ACQUIRE: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("../lua/lock_acquire.lua")));
+static RELEASE: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("../lua/lock_release.lua")));
+static RENEW: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("../lua/lock_renew.lua")));
 
 /// Redisson's default watchdog lease.
 pub const DEFAULT_WATCHDOG_TTL: Duration = Duration::from_secs(30);

@@ -37,12 +37,12 @@ pub use tags::{SLOTS, SlotOwners, choose_tags, slot};
 /// The most segments a voucher is sold in.
 pub const MAX_SEGMENTS: usize = 16;
 
-static TAKE: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("../../../lua/segment_take.lua")));
-static LEND: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("../../../lua/segment_lend.lua")));
-static CREDIT: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("../../../lua/segment_credit.lua")));
-static VOID: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("../../../lua/segment_void.lua")));
-static SETTLE: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("../../../lua/segment_settle.lua")));
-static OVERDUE: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("../../../lua/segment_overdue.lua")));
+static TAKE: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("../lua/segment_take.lua")));
+static LEND: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("../lua/segment_lend.lua")));
+static CREDIT: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("../lua/segment_credit.lua")));
+static VOID: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("../lua/segment_void.lua")));
+static SETTLE: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("../lua/segment_settle.lua")));
+static OVERDUE: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("../lua/segment_overdue.lua")));
 
 /// How many readings a refill makes before it gives up on units in flight
 /// landing, and how long it waits between them: a live borrow settles in a

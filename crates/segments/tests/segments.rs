@@ -3,18 +3,28 @@
 //! buyers race, segments run dry and borrow, borrowers die between the two
 //! halves of a borrow, and at the end every unit is accounted for.
 
-mod common;
-
 use std::{collections::HashSet, sync::Arc, time::Duration};
 
-use hmdp_redis::Redis;
+use hmdp_redis::{Endpoint, Redis};
 use hmdp_segments::{Bought, SegmentKeys, SegmentedStock, SlotOwners, choose_tags, route};
 use redis::{AsyncCommands, Script};
+
+/// REDIS_URL, or the cluster of REDIS_CLUSTER_NODES when that is set
+/// (scripts/test runs this suite a second time on the local cluster).
+async fn redis() -> Redis {
+    let url = std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into());
+    let nodes = std::env::var("REDIS_CLUSTER_NODES").ok().filter(|n| !n.trim().is_empty());
+    Endpoint::new(&url, nodes.as_deref())
+        .unwrap()
+        .connect(Duration::from_secs(10))
+        .await
+        .expect("connecting to the test Redis")
+}
 
 /// A voucher's segments under keys no other test uses, placed as the
 /// service places them: on distinct masters where the cluster has them.
 async fn segmented(segments: usize) -> (SegmentedStock, Redis) {
-    let mut redis = common::redis().await;
+    let mut redis = redis().await;
     let owners = SlotOwners::read(&mut redis).await;
     let voucher = rand_voucher();
     let keys = choose_tags(voucher, segments, &owners)
@@ -254,7 +264,7 @@ async fn a_unit_that_comes_back_after_a_sell_out_sells_to_a_buyer_of_another_seg
 
 #[tokio::test]
 async fn the_segments_of_a_voucher_sit_on_as_many_masters_as_the_redis_has() {
-    let mut redis = common::redis().await;
+    let mut redis = redis().await;
     let owners = SlotOwners::read(&mut redis).await;
     let masters = redis.masters().await.unwrap().len();
     assert_eq!(owners.masters(), masters);
