@@ -97,7 +97,7 @@ impl Placing {
                 Err(err) => return Err(err.into()),
             };
             match verdict {
-                0 => {
+                Verdict::Accepted => {
                     let replicated = acked.unwrap_or(0) >= self.replica_wait.acks;
                     if acked.is_some() {
                         self.replica_wait.record(voucher_id, replicated);
@@ -108,18 +108,18 @@ impl Placing {
                     tracing::debug!(order_id, user_id, voucher_id, "order accepted");
                     return Ok(PlacedOrder { id: order_id, replicated });
                 }
-                1 if !loaded_once => {
+                Verdict::NotLoaded if !loaded_once => {
                     loaded_once = true;
                     mirror.load(voucher_id).await?;
                 }
-                1 => {
+                Verdict::NotLoaded => {
                     return Err(SeckillError::internal(anyhow::anyhow!(
                         "voucher {voucher_id}'s keys vanished right after loading"
                     )));
                 }
-                2 => return Err(SeckillError::NotStarted),
-                3 => return Err(SeckillError::Ended),
-                4 => {
+                Verdict::NotStarted => return Err(SeckillError::NotStarted),
+                Verdict::Ended => return Err(SeckillError::Ended),
+                Verdict::AlreadyBought => {
                     // After a lost answer the order held may be this very one.
                     let owner = store::OrderOwner { user_id, voucher_id };
                     if uncertain && self.accepted_before(&keys, owner, order_id).await? {
@@ -134,7 +134,7 @@ impl Placing {
                     };
                     return Err(SeckillError::DuplicateOrder(held));
                 }
-                5 => match segments.borrowing() {
+                Verdict::Dry => match segments.borrowing() {
                     None => return Err(SeckillError::SoldOut),
                     // The buyer's segment is dry: it borrows from the
                     // fullest, and the order is asked again there.
@@ -153,9 +153,9 @@ impl Placing {
                         }
                     },
                 },
-                6 => return Err(SeckillError::OffShelf),
-                7 => return Err(SeckillError::PathUsed),
-                other => {
+                Verdict::OffShelf => return Err(SeckillError::OffShelf),
+                Verdict::PathUsed => return Err(SeckillError::PathUsed),
+                Verdict::Unknown(other) => {
                     return Err(SeckillError::internal(anyhow::anyhow!(
                         "the order script answered {other} for voucher {voucher_id}"
                     )));
@@ -175,7 +175,7 @@ impl Placing {
         order_id: i64,
         voucher_id: u64,
         spend: Option<PathUse>,
-    ) -> redis::RedisResult<(i64, Option<u32>)> {
+    ) -> redis::RedisResult<(Verdict, Option<u32>)> {
         let (acks, timeout) = (self.replica_wait.acks, self.replica_wait.timeout);
         let waiting = acks > 0 && !self.replica_wait.recently_short(voucher_id);
         // A waited-for order's script runs on the connection the WAIT will be
@@ -193,8 +193,8 @@ impl Placing {
         if let Some(spend) = spend {
             call.key(keys.path_use(spend.id)).arg(spend.keep_ms(chrono::Utc::now().timestamp_millis()));
         }
-        let verdict: i64 = call.invoke_async(&mut conn).await?;
-        if !waiting || verdict != 0 {
+        let verdict = Verdict::from(call.invoke_async::<i64>(&mut conn).await?);
+        if !waiting || verdict != Verdict::Accepted {
             return Ok((verdict, None));
         }
         let acked = match self.replica_wait.barrier.acknowledged(&keys.stock, acks, timeout).await {
@@ -249,5 +249,45 @@ impl Placing {
             return Ok(true);
         }
         Ok(store::existing_orders(&self.db, &[order_id]).await?.get(&order_id) == Some(&order))
+    }
+}
+
+/// What `lua/seckill_order.lua` answers, in its numbers' order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Verdict {
+    /// 0: a unit taken, the order pending in the stream.
+    Accepted,
+    /// 1: the voucher's keys are not in Redis (yet, or any more).
+    NotLoaded,
+    /// 2
+    NotStarted,
+    /// 3
+    Ended,
+    /// 4: the user is among the voucher's buyers.
+    AlreadyBought,
+    /// 5: the buyer's segment (the whole stock, unsegmented) is empty.
+    Dry,
+    /// 6
+    OffShelf,
+    /// 7: the sale path was spent by another order.
+    PathUsed,
+    /// A number the script does not answer: a script and a service of
+    /// different versions.
+    Unknown(i64),
+}
+
+impl From<i64> for Verdict {
+    fn from(answer: i64) -> Self {
+        match answer {
+            0 => Self::Accepted,
+            1 => Self::NotLoaded,
+            2 => Self::NotStarted,
+            3 => Self::Ended,
+            4 => Self::AlreadyBought,
+            5 => Self::Dry,
+            6 => Self::OffShelf,
+            7 => Self::PathUsed,
+            other => Self::Unknown(other),
+        }
     }
 }
