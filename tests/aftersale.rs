@@ -7,7 +7,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::{ADMIN_KEY, OrderPath, TestApp, expect_error, expect_ok, tally};
-use hmdp::{config::SeckillMode, seckill::Reconciliation};
+use hmdp::seckill::Reconciliation;
 use reqwest::{Response, StatusCode};
 use serde_json::{Value, json};
 
@@ -236,8 +236,7 @@ async fn unpaid_orders_time_out_and_a_second_wave_buys_their_units(path: OrderPa
 #[tokio::test]
 async fn a_unit_returned_while_redis_is_away_reaches_redis_once_it_is_back() {
     let proxy = common::proxy::Proxy::to_redis().await;
-    let app = TestApp::spawn_with(|c| {
-        c.seckill.mode = SeckillMode::Async;
+    let app = TestApp::spawn_on_with(OrderPath::Async, |c| {
         proxy.redis_behind(c);
     })
     .await;

@@ -7,8 +7,7 @@ mod common;
 
 use std::{collections::BTreeSet, time::Duration};
 
-use common::{TestApp, phone};
-use hmdp::config::SeckillMode;
+use common::{OrderPath, TestApp, phone};
 use reqwest::StatusCode;
 use serde_json::Value;
 
@@ -85,7 +84,7 @@ async fn metrics_move_with_the_orders_in_both_modes() {
 
     // The asynchronous mode: stream length, pending entries and lag per
     // voucher.
-    let app = TestApp::spawn_with(|c| c.seckill.mode = SeckillMode::Async).await;
+    let app = TestApp::spawn_on(OrderPath::Async).await;
     let voucher = app.open_seckill(5).await;
     let token = app.login(&phone(9_200)).await;
     let before = scrape(&app).await;
@@ -126,7 +125,7 @@ fn assert_every_family_is_explained(exposition: &str) {
 
 #[tokio::test]
 async fn a_voucher_in_segments_shows_each_segments_stock_buyers_and_stream() {
-    let app = TestApp::spawn_with(|c| c.seckill.mode = SeckillMode::Async).await;
+    let app = TestApp::spawn_on(OrderPath::Async).await;
     let voucher = app.open_seckill_in_segments(12, 3).await;
     let users = app.seed_users(5).await;
     for (_, token) in &users {

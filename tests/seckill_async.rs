@@ -10,8 +10,7 @@ use std::{
 };
 
 use chrono::{Duration as ChronoDuration, Utc};
-use common::{TestApp, expect_error, expect_ok, tally};
-use hmdp::config::SeckillMode;
+use common::{OrderPath, TestApp, expect_error, expect_ok, tally};
 use redis::AsyncCommands;
 use reqwest::StatusCode;
 
@@ -21,13 +20,7 @@ async fn async_app() -> TestApp {
 }
 
 async fn async_app_with(adjust: impl FnOnce(&mut hmdp::config::Config)) -> TestApp {
-    TestApp::spawn_with(|c| {
-        c.seckill.mode = SeckillMode::Async;
-        c.seckill.async_claim_idle_ms = 300;
-        c.seckill.async_max_deliveries = 2;
-        adjust(c);
-    })
-    .await
+    TestApp::spawn_on_with(OrderPath::Async, adjust).await
 }
 
 async fn state_of(app: &TestApp, order_id: &str, token: &str) -> String {
@@ -181,12 +174,7 @@ async fn entries_of_an_instance_killed_mid_batch_are_taken_over_by_the_other_and
     doomed.kill().unwrap(); // SIGKILL
     doomed.wait().unwrap();
 
-    let survivor = app
-        .spawn_peer(|c| {
-            c.seckill.mode = SeckillMode::Async;
-            c.seckill.async_claim_idle_ms = 300;
-        })
-        .await;
+    let survivor = app.spawn_peer(|c| OrderPath::Async.configure(c)).await;
     held.rollback().await.unwrap();
     let report = survivor.drained(voucher, Duration::from_secs(15)).await;
     assert!(report.agrees(), "{}", report.render());
@@ -200,8 +188,7 @@ async fn entries_of_an_instance_killed_mid_batch_are_taken_over_by_the_other_and
 #[tokio::test]
 async fn an_order_whose_script_answer_is_lost_to_a_stalled_redis_is_answered_by_what_redis_holds() {
     let proxy = common::proxy::Proxy::to_redis().await;
-    let app = TestApp::spawn_with(|c| {
-        c.seckill.mode = SeckillMode::Async;
+    let app = TestApp::spawn_on_with(OrderPath::Async, |c| {
         proxy.redis_behind(c);
     })
     .await;
@@ -235,8 +222,7 @@ async fn an_order_whose_script_answer_is_lost_to_a_stalled_redis_is_answered_by_
 #[tokio::test]
 async fn an_order_no_replica_acknowledges_in_time_is_answered_202_with_its_id_and_is_still_persisted() {
     // No setup here has eight replicas: every WAIT runs out its 50 ms.
-    let app = TestApp::spawn_with(|c| {
-        c.seckill.mode = SeckillMode::Async;
+    let app = TestApp::spawn_on_with(OrderPath::Async, |c| {
         c.seckill.order_replica_acks = Some(8);
         c.seckill.order_replica_wait_ms = 50;
     })
@@ -348,8 +334,7 @@ async fn an_order_whose_lost_call_runs_after_its_deadline_is_answered_accepted_n
     // the deadline; then the first call is run, and accepts the order. The
     // answer used to be 503 "unavailable" for an order that exists.
     let proxy = common::proxy::Proxy::to_redis().await;
-    let app = TestApp::spawn_with(|c| {
-        c.seckill.mode = SeckillMode::Async;
+    let app = TestApp::spawn_on_with(OrderPath::Async, |c| {
         c.seckill.request_deadline_ms = 2_500;
         proxy.redis_behind(c);
     })

@@ -11,18 +11,12 @@ use std::{
     time::{Duration, Instant},
 };
 
-use common::{TestApp, expect_ok, tally};
-use hmdp::config::SeckillMode;
+use common::{OrderPath, TestApp, expect_ok, tally};
 use hmdp_segments::{SegmentKeys, SegmentedStock};
 use serde_json::json;
 
 async fn async_app() -> TestApp {
-    TestApp::spawn_with(|c| {
-        c.seckill.mode = SeckillMode::Async;
-        c.seckill.async_claim_idle_ms = 300;
-        c.seckill.async_max_deliveries = 2;
-    })
-    .await
+    TestApp::spawn_on(OrderPath::Async).await
 }
 
 /// Drained, Redis agreeing with MariaDB, and the report.
