@@ -19,6 +19,7 @@ mod challenge;
 mod error;
 mod guard;
 mod line;
+pub(crate) mod ordering;
 pub(crate) mod routes;
 mod service;
 mod store;

@@ -10,6 +10,7 @@ use serde::Serialize;
 
 use super::{
     error::PathError,
+    ordering::{place_order, place_order_on_path},
     service::{Answer, SalePath, Solution},
 };
 use crate::{
@@ -19,7 +20,10 @@ use crate::{
         envelope::{Failure, Success},
         extract::{Id, Path},
         failures::{BadPath, Unauthorized, Unavailable},
+        idempotency::Idempotency,
+        ratelimit::LocalUserLimiter,
     },
+    seckill::Seckill,
 };
 
 impl From<PathError> for ApiError {
@@ -41,8 +45,14 @@ pub(crate) fn routes<S>() -> Router<S>
 where
     S: Clone + Send + Sync + 'static,
     SalePath: FromRef<S>,
+    Seckill: FromRef<S>,
+    LocalUserLimiter: FromRef<S>,
+    Idempotency: FromRef<S>,
 {
-    Router::new().route("/voucher-order/seckill/{voucher_id}/path", post(ask_for_path))
+    Router::new()
+        .route("/voucher-order/seckill/{voucher_id}", post(place_order))
+        .route("/voucher-order/seckill/{voucher_id}/path", post(ask_for_path))
+        .route("/voucher-order/seckill/{voucher_id}/{path}", post(place_order_on_path))
 }
 
 /// A path to order with, a challenge, or a place in line: one of three.
