@@ -2,7 +2,8 @@
 //! the shop's redemption, the unpaid timeout that gives the unit back, and
 //! buying again after a cancel; then the tables (and Redis) are audited.
 
-mod common;
+use hmdp_test_support as common;
+use hmdp_test_support::on_every_path;
 
 use std::time::{Duration, Instant};
 

@@ -1,6 +1,6 @@
 //! Login, sessions and the two layers, through the HTTP API.
 
-mod common;
+use hmdp_test_support as common;
 
 use base64::{Engine, engine::general_purpose::URL_SAFE_NO_PAD};
 use chrono::Utc;

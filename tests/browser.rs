@@ -4,7 +4,7 @@
 //! once the stack is up. `HMDP_SCREENSHOT=<path>` saves what a 360 px wide
 //! phone shows after the purchases.
 
-mod common;
+use hmdp_test_support as common;
 
 use std::{
     process::{Child, Command, Stdio},

@@ -3,7 +3,7 @@
 //! answers. (Not in the metrics tests' binary: its order answers would move
 //! the counters those tests measure exact deltas of.)
 
-mod common;
+use hmdp_test_support as common;
 
 use common::{TestApp, expect_error, expect_ok, phone};
 use reqwest::StatusCode;

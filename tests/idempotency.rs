@@ -3,7 +3,7 @@
 //! still running is a 409, a key reused for another request a 422; answers
 //! that say nothing final are not kept.
 
-mod common;
+use hmdp_test_support as common;
 
 use std::time::Duration;
 

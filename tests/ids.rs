@@ -1,6 +1,6 @@
 //! The order id generator against a real Redis.
 
-mod common;
+use hmdp_test_support as common;
 
 use std::collections::{BTreeSet, HashSet};
 

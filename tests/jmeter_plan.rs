@@ -1,7 +1,7 @@
 //! The JMeter plan must keep working with what the service and
 //! `hmdp seed-users` produce: same CSV columns, same route, same header.
 
-mod common;
+use hmdp_test_support as common;
 
 use common::{TestApp, expect_ok};
 

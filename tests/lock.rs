@@ -1,7 +1,7 @@
 //! The reentrant distributed lock against a real Redis. Two `LockService`s
 //! with their own connections stand in for two instances.
 
-mod common;
+use hmdp_test_support as common;
 
 use std::time::{Duration, Instant};
 

@@ -2,7 +2,7 @@
 //! could log in as anyone) and never a whole phone number. A test binary
 //! of its own, because it owns the process's log subscriber.
 
-mod common;
+use hmdp_test_support as common;
 
 use std::{
     io::Write,

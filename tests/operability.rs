@@ -3,7 +3,7 @@
 //! router, Swagger UI served from compiled-in assets, and the course-style
 //! answers nginx asks for under `/api/`.
 
-mod common;
+use hmdp_test_support as common;
 
 use std::{collections::BTreeSet, time::Duration};
 

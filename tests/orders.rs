@@ -3,7 +3,8 @@
 //! and the asynchronous mode (answers first, rows after the drain, and then
 //! Redis and MariaDB must agree). Audited in the tables.
 
-mod common;
+use hmdp_test_support as common;
+use hmdp_test_support::on_every_path;
 
 use std::collections::BTreeSet;
 

@@ -4,7 +4,7 @@
 //! they are ignored by default and run one at a time:
 //! `HMDP_REPLICA_SERVER_URL=mysql://root@127.0.0.1:3307 cargo test --test replica -- --ignored --test-threads=1`.
 
-mod common;
+use hmdp_test_support as common;
 
 use std::time::{Duration, Instant};
 

@@ -6,7 +6,8 @@
 //! when the stock is gone. What both modes do is written once and run on
 //! every order path; the tables are audited after every race.
 
-mod common;
+use hmdp_test_support as common;
+use hmdp_test_support::on_every_path;
 
 use std::{collections::BTreeMap, time::Duration};
 

@@ -2,7 +2,8 @@
 //! transaction, group commit) through the HTTP API, audited in the tables.
 //! What every path does is in `orders.rs`.
 
-mod common;
+use hmdp_test_support as common;
+use hmdp_test_support::on_both_sync_paths;
 
 use common::{OrderPath, TestApp, expect_error, expect_ok, tally};
 use redis::AsyncCommands;

@@ -2,7 +2,7 @@
 //! against real MariaDB and Redis: answers first, rows after the drain, and
 //! then Redis and MariaDB must agree.
 
-mod common;
+use hmdp_test_support as common;
 
 use std::{
     collections::BTreeSet,

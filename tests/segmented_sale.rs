@@ -4,7 +4,7 @@
 //! every unit sells, one order per user, and at rest Redis's segments add
 //! up to MariaDB's row.
 
-mod common;
+use hmdp_test_support as common;
 
 use std::{
     collections::BTreeSet,

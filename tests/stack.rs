@@ -4,7 +4,7 @@
 //! passing its address and secrets in the environment (HMDP_BASE_URL,
 //! JWT_SECRET, ADMIN_KEY, DATABASE_URL, REDIS_URL, HMDP_STACK_DIR).
 
-mod common;
+use hmdp_test_support as common;
 
 use std::{collections::BTreeSet, time::Duration};
 

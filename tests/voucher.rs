@@ -1,6 +1,7 @@
 //! Admin voucher routes and the public listing.
 
-mod common;
+use hmdp_test_support as common;
+use hmdp_test_support::on_every_path;
 
 use common::OrderPath;
 use common::{ADMIN_KEY, TestApp, expect_error, expect_ok, seckill_body};

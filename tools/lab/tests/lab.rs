@@ -2,8 +2,7 @@
 //! must be correct pass their audit, and the broken ones break on every
 //! run, because the lab makes their race certain.
 
-#[path = "../../../tests/common/scratch.rs"]
-mod scratch;
+use hmdp_test_support::scratch;
 
 use hmdp_lab::{Experiment, LabOptions, LabReport};
 

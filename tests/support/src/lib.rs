@@ -2,8 +2,6 @@
 //! MariaDB database and its own Redis key prefix, drives it over HTTP, and
 //! reads the tables and keys afterwards. Both are removed when the
 //! `TestApp` is dropped, even when the test panics.
-// Each test binary uses a different part of this harness.
-#![allow(dead_code, unused_imports)]
 
 pub mod api;
 pub mod audit;
@@ -14,14 +12,7 @@ pub mod scratch;
 use std::{ops::Deref, time::Duration};
 
 pub use api::{Api, Outcome, expect_error, expect_ok, instances, outcome, seckill_body, tally};
-use hmdp::{
-    AppState, Config,
-    config::{
-        AuthSettings, DatabaseSettings, LimitSettings, RedisSettings, SeckillMode, SeckillSettings, ServerSettings,
-    },
-    keys::Keys,
-    startup::Application,
-};
+use hmdp::{AppState, Config, keys::Keys, startup::Application};
 use hmdp_redis::Redis;
 pub use paths::OrderPath;
 use redis::AsyncCommands;

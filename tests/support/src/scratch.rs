@@ -1,7 +1,6 @@
 //! A scratch place for one test: its own MariaDB database and Redis key
 //! prefix, the configuration that uses them, and their removal. Shared by
-//! this harness and the lab crate's tests (included there by path).
-#![allow(dead_code)]
+//! this harness and the lab's tests.
 
 use hmdp::{
     Config,

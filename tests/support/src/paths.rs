@@ -51,7 +51,7 @@ impl OrderPath {
 macro_rules! behaviour_on {
     ($behaviour:ident: $($test:ident => $path:ident),+) => {
         mod $behaviour {
-            use $crate::common::OrderPath;
+            use $crate::OrderPath;
 
             $(
                 #[tokio::test]

@@ -45,8 +45,6 @@ pub struct Proxy {
     /// The next connection to send this is cut once it has been forwarded.
     cut_after: Arc<Mutex<Option<Vec<u8>>>>,
     fired: Arc<AtomicBool>,
-    /// While true, bytes from clients are held back (then passed on).
-    stalled: watch::Sender<bool>,
     /// The next request with this pattern stalls traffic for that long.
     stall_on: StallTrigger,
     /// Set once a `stall_on` pattern was seen and traffic stalled.
@@ -108,7 +106,7 @@ impl Proxy {
                 });
             }
         });
-        Self { addr, up, cut_after, fired, stalled, stall_on, stall_fired, counter, url }
+        Self { addr, up, cut_after, fired, stall_on, stall_fired, counter, url }
     }
 
     /// The URL through this proxy, credentials and path as in the original.
