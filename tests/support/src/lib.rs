@@ -250,3 +250,38 @@ impl TestApp {
         Some(report)
     }
 }
+
+/// One behaviour as a module of that name, with one test per path named.
+#[macro_export]
+macro_rules! behaviour_on {
+    ($behaviour:ident: $($test:ident => $path:ident),+) => {
+        mod $behaviour {
+            use $crate::OrderPath;
+
+            $(
+                #[tokio::test]
+                async fn $test() {
+                    super::$behaviour(OrderPath::$path).await
+                }
+            )+
+        }
+    };
+}
+
+/// `on_every_path!(behaviour, ...)`: for each `async fn behaviour(OrderPath)`
+/// a module of that name with one test per path.
+#[macro_export]
+macro_rules! on_every_path {
+    ($($behaviour:ident),+ $(,)?) => {
+        $( $crate::behaviour_on!($behaviour: grouped => Grouped, one_transaction => OneTransaction, asynchronous => Async); )+
+    };
+}
+
+/// `on_both_sync_paths!(behaviour, ...)`: as `on_every_path!`, for what only
+/// the synchronous mode does (the per-user lock, the order's transaction).
+#[macro_export]
+macro_rules! on_both_sync_paths {
+    ($($behaviour:ident),+ $(,)?) => {
+        $( $crate::behaviour_on!($behaviour: grouped => Grouped, one_transaction => OneTransaction); )+
+    };
+}

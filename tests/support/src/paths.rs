@@ -1,7 +1,7 @@
 //! The paths an order can take. A behaviour common to them is written once,
 //! as an `async fn(OrderPath)`, and run on each by `on_every_path!` (or on
-//! the synchronous two by `on_both_sync_paths!`): one test per path, named
-//! `<behaviour>::<path>`.
+//! the synchronous two by `on_both_sync_paths!`, beside this in the crate's
+//! root): one test per path, named `<behaviour>::<path>`.
 
 use hmdp::{Config, config::SeckillMode};
 
@@ -44,39 +44,4 @@ impl OrderPath {
     pub fn is_async(self) -> bool {
         self == Self::Async
     }
-}
-
-/// One behaviour as a module of that name, with one test per path named.
-#[macro_export]
-macro_rules! behaviour_on {
-    ($behaviour:ident: $($test:ident => $path:ident),+) => {
-        mod $behaviour {
-            use $crate::OrderPath;
-
-            $(
-                #[tokio::test]
-                async fn $test() {
-                    super::$behaviour(OrderPath::$path).await
-                }
-            )+
-        }
-    };
-}
-
-/// `on_every_path!(behaviour, ...)`: for each `async fn behaviour(OrderPath)`
-/// a module of that name with one test per path.
-#[macro_export]
-macro_rules! on_every_path {
-    ($($behaviour:ident),+ $(,)?) => {
-        $( $crate::behaviour_on!($behaviour: grouped => Grouped, one_transaction => OneTransaction, asynchronous => Async); )+
-    };
-}
-
-/// `on_both_sync_paths!(behaviour, ...)`: as `on_every_path!`, for what only
-/// the synchronous mode does (the per-user lock, the order's transaction).
-#[macro_export]
-macro_rules! on_both_sync_paths {
-    ($($behaviour:ident),+ $(,)?) => {
-        $( $crate::behaviour_on!($behaviour: grouped => Grouped, one_transaction => OneTransaction); )+
-    };
 }
