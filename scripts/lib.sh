@@ -187,3 +187,26 @@ prepare_machine() {
     ensure_database
     log "MariaDB and Redis ready (REDIS_URL=$REDIS_URL)"
 }
+
+# What every bench does first: the machine ready, its output folder
+# ($out, under .stack/), and the release binaries it runs built (a failed
+# build shows cargo's errors and stops).
+bench_start() { # bench_start OUT_NAME BIN...
+    prepare_machine
+    out="$STATE_DIR/$1"
+    shift
+    mkdir -p "$out"
+    local bins=() bin
+    for bin in "$@"; do bins+=(--bin "$bin"); done
+    (cd "$ROOT" && { cargo build --release --locked "${bins[@]}" >/dev/null 2>&1 \
+        || cargo build --release --locked "${bins[@]}"; }) || die "cargo build failed"
+}
+
+# The stack's secrets (JWT_SECRET, ADMIN_KEY) in the environment, for the
+# tools that seed sessions and call the admin routes.
+load_stack_secrets() {
+    set -a
+    # shellcheck disable=SC1091
+    . "$STATE_DIR/secrets.env"
+    set +a
+}
