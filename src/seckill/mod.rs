@@ -2,10 +2,10 @@
 //! built at start-up in its mode; the handlers call it without knowing
 //! which. Where an order goes, by folder and file:
 //!
-//! - `admission`: the sale window, the sold-out flag and the hot-row gate
-//!   each instance keeps per voucher;
 //! - `sync/`: the per-user lock and the order committed under it, alone or
-//!   with the voucher's other ready orders (`group_commit`);
+//!   with the voucher's other ready orders (`group_commit`), behind the
+//!   sale window, the sold-out flag and the hot-row gate each instance
+//!   keeps per voucher (`admission`);
 //! - `asynchronous/`: one Redis script decides and queues the order; the
 //!   consumer persists the queue in batches, recovery takes over idle
 //!   entries and dead letters, reconcile compares Redis with MariaDB;
@@ -16,7 +16,6 @@
 //! - `service`: the `Seckill` service, built once in its mode;
 //! - `routes`: the HTTP handlers, where `SeckillError` becomes the envelope.
 
-mod admission;
 mod aftersale;
 mod asynchronous;
 mod error;

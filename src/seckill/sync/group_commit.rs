@@ -36,9 +36,11 @@ use tokio::sync::{mpsc, oneshot};
 const COMMIT_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
-use super::transaction::{commit_reservation, reserve, settle_lost_commit};
-use crate::seckill::{
+use super::{
     admission::Gate,
+    transaction::{commit_reservation, reserve, settle_lost_commit},
+};
+use crate::seckill::{
     error::{SeckillError, SeckillResult},
     model::PathUse,
     store::{self, NewOrder},

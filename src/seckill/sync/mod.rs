@@ -6,6 +6,7 @@
 //! `ORDER_BATCH_MAX` above 1 the commit is shared with the voucher's other
 //! ready orders (`group_commit`); at 1 each order has its own transaction.
 
+mod admission;
 mod group_commit;
 mod transaction;
 
@@ -21,8 +22,9 @@ use transaction::{commit_reservation, reserve};
 
 use hmdp_lock::{Holder, LockGuard, LockService};
 
+use admission::{Gate, VoucherGates};
+
 use super::{
-    admission::{Gate, VoucherGates},
     error::{SeckillError, SeckillResult},
     model::{PathUse, StockSet},
     parts::{Dependencies, Workers},

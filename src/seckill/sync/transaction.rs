@@ -12,10 +12,10 @@ use tokio_util::sync::CancellationToken;
 use crate::{
     dependency::OnUnique,
     seckill::{
-        admission::Gate,
         error::{SeckillError, SeckillResult},
         model::PathUse,
         store::{self, NewOrder, UNIQUE_ORDER_INDEX},
+        sync::admission::Gate,
     },
 };
 

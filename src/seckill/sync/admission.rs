@@ -23,11 +23,11 @@ use chrono::NaiveDateTime;
 use sqlx::MySqlPool;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use super::{
+use crate::recent::RecentIds;
+use crate::seckill::{
     error::{SeckillError, SeckillResult},
     store,
 };
-use crate::recent::RecentIds;
 
 /// How long a sold-out voucher is answered from memory before one request
 /// reads its stock again: stock can come back (the admin's stock route,
