@@ -48,7 +48,7 @@ fn db_momentary(db: &dyn sqlx::error::DatabaseError) -> bool {
 /// trigger's SIGNAL (SQLSTATE classes 23, 22 and 45), or a row that is not
 /// there. Only such a refusal blames an order; any other error (see
 /// `db_unreachable`) would pass on a retry.
-pub fn refused_by_the_data(err: &sqlx::Error) -> bool {
+pub(crate) fn refused_by_the_data(err: &sqlx::Error) -> bool {
     match err {
         sqlx::Error::RowNotFound => true,
         sqlx::Error::Database(db) => {

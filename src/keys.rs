@@ -62,13 +62,13 @@ impl Keys {
     }
 
     /// `day` is `yyyy:MM:dd`.
-    pub fn order_sequence(&self, day: &str) -> String {
+    pub(crate) fn order_sequence(&self, day: &str) -> String {
         format!("{}icr:order:{day}", self.prefix)
     }
 
     /// A rate limit's window counter: `what` is the limit, `subject` whom
     /// it counts (a phone, a client address, a user id).
-    pub fn rate(&self, what: &str, subject: &str) -> String {
+    pub(crate) fn rate(&self, what: &str, subject: &str) -> String {
         format!("{}rate:{what}:{subject}", self.prefix)
     }
 
@@ -92,7 +92,7 @@ impl Keys {
 
     /// string: a solved challenge of the voucher, kept until the challenge
     /// expires, so one solution is used once.
-    pub fn challenge_use(&self, voucher_id: u64, challenge_id: u64) -> String {
+    pub(crate) fn challenge_use(&self, voucher_id: u64, challenge_id: u64) -> String {
         format!("{}seckill:challenge:{{{voucher_id}}}:{challenge_id}", self.prefix)
     }
 
@@ -125,7 +125,7 @@ impl Keys {
 
     /// A dead-lettered order's voucher, so its `FAILED` is found after the
     /// sale left `seckill:active`; kept as long as the failed hash.
-    pub fn failed_order(&self, order_id: i64) -> String {
+    pub(crate) fn failed_order(&self, order_id: i64) -> String {
         format!("{}seckill:failed-order:{order_id}", self.prefix)
     }
 
@@ -189,7 +189,7 @@ pub struct SeckillKeys {
 impl SeckillKeys {
     /// string: the order a guarded voucher's sale path `path_id` placed,
     /// kept until the path expires (guarded vouchers only).
-    pub fn path_use(&self, path_id: u64) -> String {
+    pub(crate) fn path_use(&self, path_id: u64) -> String {
         format!("{}{path_id}", self.path_use)
     }
 

@@ -6,7 +6,7 @@
 //! layers), `ids` (order ids), `lock` (the per-user Redis lock), `voucher`
 //! (admin and listing), `salepath` (the path, challenge and waiting room
 //! of guarded vouchers), `seckill` (placing orders). The strategy lab and
-//! the load tool are crates of their own (`crates/`), built on this one.
+//! the load tool are programs of their own (`tools/`), built on this one.
 
 pub mod auth;
 pub mod config;

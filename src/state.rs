@@ -42,13 +42,13 @@ pub struct Shared {
     /// The sale path of guarded vouchers.
     pub(crate) sale_path: SalePath,
     /// The limits and `Idempotency-Key`, each its own sub-state.
-    pub guards: Guards,
+    pub(crate) guards: Guards,
     /// Renders what the process-wide `metrics` recorder has counted.
-    pub metrics: PrometheusHandle,
+    pub(crate) metrics: PrometheusHandle,
 }
 
 impl AppState {
-    pub fn new(shared: Shared) -> Self {
+    pub(crate) fn new(shared: Shared) -> Self {
         Self(Arc::new(shared))
     }
 }
@@ -109,7 +109,7 @@ impl FromRef<AppState> for TrustedProxies {
 }
 
 impl AppState {
-    pub fn instance_id(&self) -> &str {
+    pub(crate) fn instance_id(&self) -> &str {
         self.config.instance_id()
     }
 }

@@ -20,7 +20,7 @@ static CONSUME_CODE: LazyLock<Script> = LazyLock::new(|| Script::new(include_str
 
 /// Why a code was not sent or not accepted.
 #[derive(Debug, thiserror::Error)]
-pub enum CodeError {
+pub(crate) enum CodeError {
     #[error("a code was sent less than 60 s ago")]
     TooSoon,
     #[error("too many wrong codes; request a new one")]
@@ -33,7 +33,7 @@ pub enum CodeError {
 
 impl CodeError {
     /// A wrong guess, which counts against the phone's daily failures.
-    pub fn is_wrong_code(&self) -> bool {
+    pub(crate) fn is_wrong_code(&self) -> bool {
         matches!(self, Self::TooManyTries | Self::Wrong)
     }
 }
@@ -41,7 +41,7 @@ impl CodeError {
 /// Codes, their resend cooldown and their try counters, in Redis so that
 /// every instance sees the same ones. Built once at start-up.
 #[derive(Clone)]
-pub struct CodeStore {
+pub(crate) struct CodeStore {
     redis: Redis,
     keys: Keys,
     /// Development only (`LOG_SMS_CODES`).
@@ -49,14 +49,14 @@ pub struct CodeStore {
 }
 
 impl CodeStore {
-    pub fn new(redis: Redis, keys: Keys, log_codes: bool) -> Self {
+    pub(crate) fn new(redis: Redis, keys: Keys, log_codes: bool) -> Self {
         Self { redis, keys, log_codes }
     }
 
     /// Stores a fresh code and forgets the tries made against the previous
     /// one. The cooldown key is claimed first with SET NX, so two concurrent
     /// requests for one phone cannot both send.
-    pub async fn issue(&self, phone: &str) -> Result<(), CodeError> {
+    pub(crate) async fn issue(&self, phone: &str) -> Result<(), CodeError> {
         let mut redis = self.redis.clone();
         let claimed: bool = redis::cmd("SET")
             .arg(self.keys.login_code_cooldown(phone))
@@ -93,7 +93,7 @@ impl CodeStore {
     /// at most `SMS_CODE_MAX_ATTEMPTS` comparisons are ever made against one
     /// code, even when the tries arrive concurrently; past that the code is
     /// dropped.
-    pub async fn consume(&self, phone: &str, code: &str) -> Result<(), CodeError> {
+    pub(crate) async fn consume(&self, phone: &str, code: &str) -> Result<(), CodeError> {
         let mut redis = self.redis.clone();
         let attempts_key = self.keys.login_code_attempts(phone);
         let code_key = self.keys.login_code(phone);

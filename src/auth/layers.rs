@@ -26,9 +26,9 @@ use crate::http::ApiError;
 /// `refresh_session`.
 #[derive(Debug, Clone)]
 pub(crate) struct CurrentUser {
-    pub id: u64,
-    pub session_id: String,
-    pub profile: UserProfile,
+    pub(crate) id: u64,
+    pub(crate) session_id: String,
+    pub(crate) profile: UserProfile,
 }
 
 /// Left in the extensions when the session could not be looked up because

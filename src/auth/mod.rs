@@ -18,12 +18,12 @@ use axum::{
 use serde::{Deserialize, Serialize};
 use sqlx::MySqlPool;
 
-pub use code::{CodeError, CodeStore};
+pub(crate) use code::{CodeError, CodeStore};
 pub(crate) use layers::{CurrentUser, RequireLoginLayer, refresh_session};
 pub use seed::{SeededUser, seed_users};
 pub use session::{SessionStore, UserProfile};
 use state::DAY;
-pub use state::{Auth, LoginLimits};
+pub(crate) use state::{Auth, LoginLimits};
 pub use token::{Claims, TokenKeys};
 
 use phone::{InvalidPhone, validate_phone};

@@ -3,7 +3,7 @@
 /// Not a phone number the service accepts; answered 400 with this text.
 #[derive(Debug, thiserror::Error)]
 #[error("phone must be 11 digits like 13800000000")]
-pub struct InvalidPhone;
+pub(crate) struct InvalidPhone;
 
 /// Mainland mobile numbers: `^1[3-9]\d{9}$`.
 pub(crate) fn validate_phone(phone: &str) -> Result<&str, InvalidPhone> {

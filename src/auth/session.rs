@@ -29,9 +29,9 @@ const CREATE_CONCURRENCY: usize = 256;
 
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct UserProfile {
-    pub id: u64,
-    pub nick_name: String,
-    pub icon: String,
+    pub(crate) id: u64,
+    pub(crate) nick_name: String,
+    pub(crate) icon: String,
 }
 
 /// Built once at start-up and cloned into each request (a clone shares the
@@ -50,7 +50,7 @@ impl SessionStore {
     }
 
     /// A new session with a random 122-bit id; returns the id.
-    pub async fn create(&self, user: &UserProfile) -> redis::RedisResult<String> {
+    pub(crate) async fn create(&self, user: &UserProfile) -> redis::RedisResult<String> {
         let mut ids = self.create_many(std::slice::from_ref(user)).await?;
         Ok(ids.remove(0))
     }
@@ -58,7 +58,7 @@ impl SessionStore {
     /// Sessions for many users; returns their ids in order. Each session
     /// is one transaction of its own (a cluster spreads them over slots),
     /// sent concurrently on the multiplexed connection.
-    pub async fn create_many(&self, users: &[UserProfile]) -> redis::RedisResult<Vec<String>> {
+    pub(crate) async fn create_many(&self, users: &[UserProfile]) -> redis::RedisResult<Vec<String>> {
         let ids: Vec<String> = users.iter().map(|_| Uuid::new_v4().simple().to_string()).collect();
         let mut writes = Vec::with_capacity(users.len());
         for (user, session_id) in users.iter().zip(&ids) {
@@ -84,7 +84,7 @@ impl SessionStore {
     /// Loads the session and, unless this instance did so within
     /// `SLIDE_EVERY`, slides its TTL in the same round trip. `None` when it
     /// is gone (logged out, expired) or malformed.
-    pub async fn load_and_touch(&self, session_id: &str) -> redis::RedisResult<Option<UserProfile>> {
+    pub(crate) async fn load_and_touch(&self, session_id: &str) -> redis::RedisResult<Option<UserProfile>> {
         let key = self.keys.session(session_id);
         let slid = session_hash(session_id);
         let fields = ["id", "nickName", "icon"];
@@ -102,7 +102,7 @@ impl SessionStore {
         Ok(profile_from_fields(id, nick_name, icon))
     }
 
-    pub async fn delete(&self, session_id: &str) -> redis::RedisResult<()> {
+    pub(crate) async fn delete(&self, session_id: &str) -> redis::RedisResult<()> {
         self.redis.clone().del(self.keys.session(session_id)).await
     }
 }

@@ -19,24 +19,24 @@ pub(super) const DAY: Duration = Duration::from_secs(24 * 3600);
 pub struct Auth {
     pub tokens: TokenKeys,
     pub sessions: SessionStore,
-    pub codes: CodeStore,
-    pub limits: LoginLimits,
+    pub(crate) codes: CodeStore,
+    pub(crate) limits: LoginLimits,
 }
 
 /// The abuse limits of code requests and logins.
 #[derive(Debug, Clone, Copy)]
-pub struct LoginLimits {
-    pub codes_per_addr: Limit,
-    pub codes_per_phone: Limit,
-    pub logins_per_addr: Limit,
+pub(crate) struct LoginLimits {
+    pub(crate) codes_per_addr: Limit,
+    pub(crate) codes_per_phone: Limit,
+    pub(crate) logins_per_addr: Limit,
     /// Per (phone, address); the phone's ceiling over every address.
-    pub codes_per_phone_ceiling: Limit,
-    pub failures_per_phone: Limit,
-    pub failures_per_phone_ceiling: Limit,
+    pub(crate) codes_per_phone_ceiling: Limit,
+    pub(crate) failures_per_phone: Limit,
+    pub(crate) failures_per_phone_ceiling: Limit,
 }
 
 impl LoginLimits {
-    pub fn from_config(config: &Config) -> Self {
+    pub(crate) fn from_config(config: &Config) -> Self {
         Self {
             codes_per_addr: Limit::per(config.limits.sms_codes_per_addr_hour, HOUR),
             codes_per_phone: Limit::per(config.limits.sms_codes_per_phone_day, DAY),

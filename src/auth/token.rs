@@ -45,7 +45,7 @@ impl TokenKeys {
         }
     }
 
-    pub fn issue(&self, user_id: u64, session_id: &str) -> jsonwebtoken::errors::Result<String> {
+    pub(crate) fn issue(&self, user_id: u64, session_id: &str) -> jsonwebtoken::errors::Result<String> {
         let iat = Utc::now().timestamp();
         let claims =
             Claims { sub: user_id.to_string(), sid: session_id.to_owned(), iat, exp: iat + TOKEN_TTL.as_secs() as i64 };

@@ -56,7 +56,7 @@ impl Default for LimitSettings {
 impl LimitSettings {
     /// What clap checks for flags and the environment, checked again for a
     /// value built in code (the tests, the lab).
-    pub fn validate(&self) -> anyhow::Result<()> {
+    pub(crate) fn validate(&self) -> anyhow::Result<()> {
         let limits = [
             self.sms_codes_per_phone_day,
             self.login_failures_per_phone_day,

@@ -50,7 +50,7 @@ pub struct Config {
 
 impl Config {
     /// Checks what clap cannot, group by group.
-    pub fn validate(&self) -> anyhow::Result<()> {
+    pub(crate) fn validate(&self) -> anyhow::Result<()> {
         self.server.validate()?;
         self.auth.validate()?;
         self.limits.validate()?;
@@ -59,7 +59,7 @@ impl Config {
         self.sale_path.validate()
     }
 
-    pub fn instance_id(&self) -> &str {
+    pub(crate) fn instance_id(&self) -> &str {
         self.server.instance_id.as_deref().unwrap_or("unknown")
     }
 }

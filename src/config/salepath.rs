@@ -22,7 +22,7 @@ pub struct SalePathSettings {
     /// Buyers a guarded voucher admits per second, unless the voucher sets
     /// its own `admitPerSecond`: past it, buyers wait in line.
     #[arg(long, env = "SALE_ADMIT_PER_SECOND", default_value_t = DEFAULT_SALE_ADMIT_PER_SECOND)]
-    pub sale_admit_per_second: u32,
+    pub(crate) sale_admit_per_second: u32,
 
     /// How long a sale path may be used, from when it was issued.
     #[arg(long, env = "SALE_PATH_TTL_MS", default_value_t = DEFAULT_SALE_PATH_TTL_MS)]
@@ -44,7 +44,7 @@ pub struct SalePathSettings {
 
     /// How long a challenge may be answered, from when it was issued.
     #[arg(long, env = "SALE_CHALLENGE_TTL_MS", default_value_t = DEFAULT_SALE_CHALLENGE_TTL_MS)]
-    pub sale_challenge_ttl_ms: u64,
+    pub(crate) sale_challenge_ttl_ms: u64,
 
     /// Buyers one voucher's line holds at most; past it, 429.
     #[arg(long, env = "SALE_LINE_MAX", default_value_t = DEFAULT_SALE_LINE_MAX)]
@@ -79,7 +79,7 @@ impl Default for SalePathSettings {
 }
 
 impl SalePathSettings {
-    pub fn validate(&self) -> anyhow::Result<()> {
+    pub(crate) fn validate(&self) -> anyhow::Result<()> {
         if self.sale_admit_per_second == 0 {
             anyhow::bail!("SALE_ADMIT_PER_SECOND must be at least 1");
         }

@@ -90,7 +90,7 @@ pub struct SeckillSettings {
     /// Asynchronous mode: stream entries read, and orders persisted in one
     /// transaction, at most.
     #[arg(long, env = "ASYNC_BATCH_MAX", default_value_t = DEFAULT_ASYNC_BATCH_MAX)]
-    pub async_batch_max: usize,
+    pub(crate) async_batch_max: usize,
 
     /// Asynchronous mode: an entry unacknowledged this long is taken over by
     /// another consumer (its own died or is stuck) and retried.
@@ -202,7 +202,7 @@ pub struct OrderSettings {
 
     /// Order id sequences reserved per Redis round trip.
     #[arg(long, env = "ORDER_ID_BLOCK", default_value_t = DEFAULT_ORDER_ID_BLOCK)]
-    pub order_id_block: u32,
+    pub(crate) order_id_block: u32,
 }
 
 impl Default for OrderSettings {
@@ -212,7 +212,7 @@ impl Default for OrderSettings {
 }
 
 impl OrderSettings {
-    pub fn validate(&self) -> anyhow::Result<()> {
+    pub(crate) fn validate(&self) -> anyhow::Result<()> {
         // Each instance may drop what is left of a block every second of
         // the day; with the most instances, that waste must leave at least
         // half of a day's ids to real orders.

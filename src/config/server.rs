@@ -74,7 +74,7 @@ impl Default for ServerSettings {
 }
 
 impl ServerSettings {
-    pub fn validate(&self) -> anyhow::Result<()> {
+    pub(crate) fn validate(&self) -> anyhow::Result<()> {
         match self.admin_key.as_deref() {
             Some("") => anyhow::bail!("ADMIN_KEY is set but empty; unset it to close the admin routes"),
             Some(PLACEHOLDER_ADMIN_KEY) => {
@@ -106,7 +106,7 @@ impl std::fmt::Debug for ServerSettings {
 pub struct TrustedProxies(Vec<ipnet::IpNet>);
 
 impl TrustedProxies {
-    pub fn trusts(&self, peer: std::net::IpAddr) -> bool {
+    pub(crate) fn trusts(&self, peer: std::net::IpAddr) -> bool {
         let peer = match peer {
             std::net::IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(peer, std::net::IpAddr::V4),
             v4 => v4,

@@ -76,7 +76,7 @@ pub struct ReplicaSettings {
 impl ReplicaSettings {
     /// The replica's URL, when one is set: an empty `DATABASE_READ_URL`
     /// (what a script that passes it through sets) means none.
-    pub fn url(&self) -> Option<&str> {
+    pub(crate) fn url(&self) -> Option<&str> {
         self.read_url.as_deref().map(str::trim).filter(|url| !url.is_empty())
     }
 }

@@ -89,16 +89,16 @@ impl<T: Serialize> IntoResponse for Envelope<T> {
 #[serde(rename_all = "camelCase")]
 pub(crate) struct Success<T> {
     /// Always true.
-    pub success: bool,
-    pub data: T,
-    pub total: Option<u64>,
+    pub(crate) success: bool,
+    pub(crate) data: T,
+    pub(crate) total: Option<u64>,
 }
 
 /// The documented shape of `{"success":true}` with nothing else.
 #[derive(Serialize, utoipa::ToSchema)]
 pub(crate) struct Done {
     /// Always true.
-    pub success: bool,
+    pub(crate) success: bool,
 }
 
 /// The documented shape of every failure.
@@ -106,12 +106,12 @@ pub(crate) struct Done {
 #[serde(rename_all = "camelCase")]
 pub(crate) struct Failure {
     /// Always false.
-    pub success: bool,
+    pub(crate) success: bool,
     /// For people; may change. Programs read `errorCode`.
-    pub error_msg: String,
-    pub error_code: ErrorCode,
+    pub(crate) error_msg: String,
+    pub(crate) error_code: ErrorCode,
     /// DUPLICATE_ORDER only: the id of the order the user already holds.
-    pub data: Option<String>,
+    pub(crate) data: Option<String>,
 }
 
 /// Every errorCode the service answers with. Only described, in the

@@ -11,7 +11,7 @@ use super::envelope::Envelope;
 use crate::dependency::{db_failure, redis_failure};
 
 #[derive(Debug, thiserror::Error)]
-pub enum ApiError {
+pub(crate) enum ApiError {
     #[error("{0}")]
     Validation(String),
     #[error("{0}")]
@@ -77,21 +77,21 @@ pub(crate) type ApiResult<T> = Result<T, ApiError>;
 const OVERLOADED_RETRY_AFTER_S: u64 = 1;
 
 impl ApiError {
-    pub fn validation(msg: impl Into<String>) -> Self {
+    pub(crate) fn validation(msg: impl Into<String>) -> Self {
         Self::Validation(msg.into())
     }
 
-    pub fn internal(err: impl Into<anyhow::Error>) -> Self {
+    pub(crate) fn internal(err: impl Into<anyhow::Error>) -> Self {
         Self::Internal(err.into())
     }
 
     /// An error of one of the app's own libraries (ids, lock), which knows
     /// whether it means "a dependency is unreachable"; plumbing does not.
-    pub fn dependency(unavailable: bool, err: impl Into<anyhow::Error>) -> Self {
+    pub(crate) fn dependency(unavailable: bool, err: impl Into<anyhow::Error>) -> Self {
         if unavailable { Self::Unavailable(err.into()) } else { Self::Internal(err.into()) }
     }
 
-    pub fn status(&self) -> StatusCode {
+    pub(crate) fn status(&self) -> StatusCode {
         match self {
             Self::Validation(_) | Self::ChallengeInvalid(_) => StatusCode::BAD_REQUEST,
             Self::Unauthorized(_) => StatusCode::UNAUTHORIZED,
@@ -112,7 +112,7 @@ impl ApiError {
         }
     }
 
-    pub fn code(&self) -> &'static str {
+    pub(crate) fn code(&self) -> &'static str {
         match self {
             Self::Validation(_) => "VALIDATION",
             Self::Unauthorized(_) => "UNAUTHORIZED",

@@ -9,11 +9,11 @@ use super::{
 };
 
 #[derive(Clone)]
-pub struct Guards {
+pub(crate) struct Guards {
     /// Limits kept in Redis, across instances.
-    pub limits: RateLimiter,
+    pub(crate) limits: RateLimiter,
     /// Orders per user, kept in this instance's memory.
-    pub order_limit: LocalUserLimiter,
+    pub(crate) order_limit: LocalUserLimiter,
     /// `Idempotency-Key` claims and answers, in Redis.
-    pub idempotency: Idempotency,
+    pub(crate) idempotency: Idempotency,
 }

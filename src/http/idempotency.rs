@@ -55,13 +55,13 @@ static FINISH: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("../
 
 /// Where idempotency keys are kept: a sub-state.
 #[derive(Clone)]
-pub struct Idempotency {
+pub(crate) struct Idempotency {
     redis: Redis,
     keys: Keys,
 }
 
 impl Idempotency {
-    pub fn new(redis: Redis, keys: Keys) -> Self {
+    pub(crate) fn new(redis: Redis, keys: Keys) -> Self {
         Self { redis, keys }
     }
 }

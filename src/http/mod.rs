@@ -42,8 +42,8 @@ const BODY_LIMIT: usize = 64 * 1024;
 /// those it works on at once (`MAX_WORKING`).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Limits {
-    pub in_flight: usize,
-    pub working: usize,
+    pub(crate) in_flight: usize,
+    pub(crate) working: usize,
 }
 
 /// Wraps the routes in the plumbing every request goes through (request id,

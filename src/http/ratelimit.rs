@@ -15,31 +15,37 @@ use crate::keys::Keys;
 
 /// One limit: at most `max` hits per `window`.
 #[derive(Debug, Clone, Copy)]
-pub struct Limit {
-    pub max: u64,
-    pub window: Duration,
+pub(crate) struct Limit {
+    pub(crate) max: u64,
+    pub(crate) window: Duration,
 }
 
 impl Limit {
-    pub const fn per(max: u64, window: Duration) -> Self {
+    pub(crate) const fn per(max: u64, window: Duration) -> Self {
         Self { max, window }
     }
 }
 
 #[derive(Clone)]
-pub struct RateLimiter {
+pub(crate) struct RateLimiter {
     redis: Redis,
     keys: Keys,
 }
 
 impl RateLimiter {
-    pub fn new(redis: Redis, keys: Keys) -> Self {
+    pub(crate) fn new(redis: Redis, keys: Keys) -> Self {
         Self { redis, keys }
     }
 
     /// Counts a hit of `subject` against `what`; 429 with `Retry-After` once
     /// the window holds more than `limit.max`.
-    pub async fn hit(&self, what: &'static str, subject: &str, limit: Limit, refusal: &'static str) -> ApiResult<()> {
+    pub(crate) async fn hit(
+        &self,
+        what: &'static str,
+        subject: &str,
+        limit: Limit,
+        refusal: &'static str,
+    ) -> ApiResult<()> {
         let (count, ttl) = self.count(what, subject, limit.window).await?;
         if count > limit.max {
             return Err(ApiError::RateLimited(refusal, ttl.max(1) as u64));
@@ -49,7 +55,13 @@ impl RateLimiter {
 
     /// Whether `subject` is already over `limit` for `what`, without
     /// counting a hit (for limits counted only on failure).
-    pub async fn check(&self, what: &'static str, subject: &str, limit: Limit, refusal: &'static str) -> ApiResult<()> {
+    pub(crate) async fn check(
+        &self,
+        what: &'static str,
+        subject: &str,
+        limit: Limit,
+        refusal: &'static str,
+    ) -> ApiResult<()> {
         let key = self.keys.rate(what, subject);
         let (count, ttl): (Option<u64>, i64) =
             redis::pipe().get(&key).ttl(&key).query_async(&mut self.redis.clone()).await?;
@@ -60,7 +72,7 @@ impl RateLimiter {
     }
 
     /// Counts a hit and returns (hits in the window, seconds it has left).
-    pub async fn count(&self, what: &'static str, subject: &str, window: Duration) -> ApiResult<(u64, i64)> {
+    pub(crate) async fn count(&self, what: &'static str, subject: &str, window: Duration) -> ApiResult<(u64, i64)> {
         let key = self.keys.rate(what, subject);
         let (count, ttl): (u64, i64) = redis::pipe()
             .atomic()
@@ -82,7 +94,7 @@ impl RateLimiter {
 /// counting per instance, so behind two instances a user gets at most
 /// twice the limit.
 #[derive(Clone)]
-pub struct LocalUserLimiter {
+pub(crate) struct LocalUserLimiter {
     limiter: std::sync::Arc<governor::DefaultKeyedRateLimiter<u64>>,
     hits: std::sync::Arc<std::sync::atomic::AtomicU64>,
 }
@@ -91,14 +103,14 @@ pub struct LocalUserLimiter {
 const RETAIN_EVERY: u64 = 4_096;
 
 impl LocalUserLimiter {
-    pub fn new(limit: Limit) -> Self {
+    pub(crate) fn new(limit: Limit) -> Self {
         let max = std::num::NonZeroU32::new(u32::try_from(limit.max).unwrap_or(u32::MAX).max(1)).expect("at least 1");
         let period = (limit.window / max.get()).max(Duration::from_nanos(1));
         let quota = governor::Quota::with_period(period).expect("a positive period").allow_burst(max);
         Self { limiter: std::sync::Arc::new(governor::RateLimiter::dashmap(quota)), hits: Default::default() }
     }
 
-    pub fn hit(&self, user_id: u64, refusal: &'static str) -> ApiResult<()> {
+    pub(crate) fn hit(&self, user_id: u64, refusal: &'static str) -> ApiResult<()> {
         use governor::clock::{Clock, DefaultClock};
         if self.hits.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % RETAIN_EVERY == RETAIN_EVERY - 1 {
             self.limiter.retain_recent();

@@ -69,7 +69,7 @@ pub enum IdError {
 
 impl IdError {
     /// Only an unreachable Redis; the other errors are this service's own.
-    pub fn is_unavailable(&self) -> bool {
+    pub(crate) fn is_unavailable(&self) -> bool {
         matches!(self, Self::Redis(err) if crate::dependency::redis_unreachable(err))
     }
 }

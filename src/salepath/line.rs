@@ -37,18 +37,18 @@ pub(super) enum Place {
 /// second (the load the challenge's difficulty follows).
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Ask {
-    pub place: Place,
-    pub asks_last_second: u64,
+    pub(crate) place: Place,
+    pub(crate) asks_last_second: u64,
 }
 
 /// One voucher's rate and bounds, as the line's script takes them.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Rules {
-    pub admit_per_second: u32,
-    pub line_max: u64,
-    pub leave_ms: u64,
+    pub(crate) admit_per_second: u32,
+    pub(crate) line_max: u64,
+    pub(crate) leave_ms: u64,
     /// How long an admission lets a buyer have paths.
-    pub admitted_ms: u64,
+    pub(crate) admitted_ms: u64,
 }
 
 impl Rules {
@@ -64,12 +64,12 @@ impl Rules {
 /// A buyer asking: `join` to take a place (else only look), with the use
 /// key of the challenge they solved and how long to keep it.
 pub(super) struct Asking<'a> {
-    pub user_id: u64,
-    pub join: bool,
-    pub challenge: Option<(String, u64)>,
-    pub sale_end_ms: i64,
-    pub now_ms: i64,
-    pub keys: &'a LineKeys,
+    pub(crate) user_id: u64,
+    pub(crate) join: bool,
+    pub(crate) challenge: Option<(String, u64)>,
+    pub(crate) sale_end_ms: i64,
+    pub(crate) now_ms: i64,
+    pub(crate) keys: &'a LineKeys,
 }
 
 pub(super) async fn ask(redis: &Redis, rules: &Rules, asking: Asking<'_>) -> redis::RedisResult<Ask> {

@@ -51,12 +51,12 @@ struct Shared {
 pub(crate) struct Solution {
     /// The challenge's token, as it was given.
     #[schema(min_length = 1, max_length = 256)]
-    pub challenge: String,
+    pub(crate) challenge: String,
     /// Decimal digits (a string, or a JSON number): SHA-256 of the token
     /// followed by them has the challenge's leading zero bits.
     #[schema(value_type = String, max_length = 20, pattern = "^[0-9]{1,20}$")]
     #[serde(deserialize_with = "decimal")]
-    pub nonce: String,
+    pub(crate) nonce: String,
 }
 
 /// A nonce as a string of digits or as a whole JSON number.

@@ -7,10 +7,10 @@ use super::guard::Guard;
 
 #[derive(sqlx::FromRow)]
 pub(super) struct TermsRow {
-    pub sale_guard: String,
-    pub admit_per_second: Option<u32>,
-    pub begin_time: NaiveDateTime,
-    pub end_time: NaiveDateTime,
+    pub(crate) sale_guard: String,
+    pub(crate) admit_per_second: Option<u32>,
+    pub(crate) begin_time: NaiveDateTime,
+    pub(crate) end_time: NaiveDateTime,
 }
 
 pub(super) async fn terms<'e>(db: impl MySqlExecutor<'e>, voucher_id: u64) -> sqlx::Result<Option<TermsRow>> {

@@ -13,12 +13,12 @@ use crate::recent::RecentIds;
 /// One voucher's terms.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Terms {
-    pub guard: Guard,
+    pub(crate) guard: Guard,
     /// `None`: the stack's default.
-    pub admit_per_second: Option<u32>,
+    pub(crate) admit_per_second: Option<u32>,
     /// The sale window, UTC epoch ms.
-    pub begin_ms: i64,
-    pub end_ms: i64,
+    pub(crate) begin_ms: i64,
+    pub(crate) end_ms: i64,
 }
 
 impl Terms {

@@ -30,12 +30,12 @@ pub(crate) enum Kind {
 pub(crate) struct Claims {
     /// A challenge's difficulty in leading zero bits (0 for a path): signed,
     /// so that a client cannot claim an easier one.
-    pub bits: u8,
-    pub user_id: u64,
-    pub voucher_id: u64,
+    pub(crate) bits: u8,
+    pub(crate) user_id: u64,
+    pub(crate) voucher_id: u64,
     /// Epoch ms.
-    pub expires_ms: i64,
-    pub id: u64,
+    pub(crate) expires_ms: i64,
+    pub(crate) id: u64,
 }
 
 /// Why a token was refused.

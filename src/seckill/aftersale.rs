@@ -35,13 +35,13 @@ const SWEEP_VOUCHERS: u32 = 100;
 const SWEEP_ORDERS: u32 = 500;
 
 pub(super) struct AfterSale {
-    pub db: MySqlPool,
-    pub redis: Redis,
-    pub keys: Keys,
-    pub segments: Arc<SegmentMaps>,
-    pub pay_timeout_s: u64,
+    pub(crate) db: MySqlPool,
+    pub(crate) redis: Redis,
+    pub(crate) keys: Keys,
+    pub(crate) segments: Arc<SegmentMaps>,
+    pub(crate) pay_timeout_s: u64,
     /// Told of every unit returned, and given each round.
-    pub mode: Arc<Mode>,
+    pub(crate) mode: Arc<Mode>,
 }
 
 impl AfterSale {

@@ -21,42 +21,42 @@ pub(crate) enum OrderState {
 pub(crate) struct OrderView {
     #[serde(serialize_with = "as_string")]
     #[schema(value_type = String)]
-    pub id: i64,
-    pub user_id: u64,
-    pub voucher_id: u64,
+    pub(crate) id: i64,
+    pub(crate) user_id: u64,
+    pub(crate) voucher_id: u64,
     /// A row is confirmed by being there.
     #[sqlx(skip)]
-    pub state: OrderState,
+    pub(crate) state: OrderState,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub pay_type: Option<u8>,
+    pub(crate) pay_type: Option<u8>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub status: Option<u8>,
+    pub(crate) status: Option<u8>,
     #[serde(serialize_with = "time::serialize")]
     #[schema(value_type = String, format = DateTime)]
-    pub create_time: NaiveDateTime,
+    pub(crate) create_time: NaiveDateTime,
     #[serde(serialize_with = "time::serialize_opt", skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<String>, format = DateTime)]
-    pub pay_time: Option<NaiveDateTime>,
+    pub(crate) pay_time: Option<NaiveDateTime>,
     #[serde(serialize_with = "time::serialize_opt", skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<String>, format = DateTime)]
-    pub use_time: Option<NaiveDateTime>,
+    pub(crate) use_time: Option<NaiveDateTime>,
     #[serde(serialize_with = "time::serialize_opt", skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<String>, format = DateTime)]
-    pub refund_time: Option<NaiveDateTime>,
+    pub(crate) refund_time: Option<NaiveDateTime>,
     #[serde(serialize_with = "time::serialize_opt", skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<String>, format = DateTime)]
-    pub update_time: Option<NaiveDateTime>,
+    pub(crate) update_time: Option<NaiveDateTime>,
     /// `status` by name: UNPAID, PAID, USED, CANCELLED, REFUNDING, REFUNDED.
     #[sqlx(skip)]
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<String>)]
-    pub status_name: Option<&'static str>,
+    pub(crate) status_name: Option<&'static str>,
     /// An unpaid order's: creation + `ORDER_PAY_TIMEOUT_S`; unpaid after it,
     /// the order is cancelled and its unit returned.
     #[sqlx(skip)]
     #[serde(serialize_with = "time::serialize_opt", skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<String>, format = DateTime)]
-    pub pay_deadline: Option<NaiveDateTime>,
+    pub(crate) pay_deadline: Option<NaiveDateTime>,
 }
 
 /// The course's order statuses.
@@ -103,8 +103,8 @@ fn as_string<S: Serializer>(id: &i64, s: S) -> Result<S::Ok, S::Error> {
 /// bound: it is accepted, but a master that dies now would take it along.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PlacedOrder {
-    pub id: i64,
-    pub replicated: bool,
+    pub(crate) id: i64,
+    pub(crate) replicated: bool,
 }
 
 impl PlacedOrder {
@@ -119,22 +119,22 @@ impl PlacedOrder {
 /// (asynchronous mode), which keep theirs.
 #[derive(Debug, Clone, Copy, serde::Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
-pub struct StockSet {
-    pub stock: i32,
+pub(crate) struct StockSet {
+    pub(crate) stock: i32,
     /// The units that were for sale just before: `stock - previous` is
     /// what the change added (a load tool's audit needs it).
-    pub previous: i64,
-    pub awaiting_persistence: u64,
+    pub(crate) previous: i64,
+    pub(crate) awaiting_persistence: u64,
 }
 
 /// A guarded voucher's sale path, checked and about to be spent: the order
 /// it comes with spends it in the order script or transaction that places
 /// the order, so a path places one order at most.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct PathUse {
-    pub id: u64,
+pub(crate) struct PathUse {
+    pub(crate) id: u64,
     /// When the path expires, epoch ms: its use is kept until then.
-    pub expires_ms: i64,
+    pub(crate) expires_ms: i64,
 }
 
 impl PathUse {

@@ -19,8 +19,8 @@ use crate::keys::Keys;
 /// then the primary, which has every committed row.
 #[derive(Clone, Copy)]
 pub(super) struct Rows<'a> {
-    pub primary: &'a MySqlPool,
-    pub replica: Option<&'a MySqlPool>,
+    pub(crate) primary: &'a MySqlPool,
+    pub(crate) replica: Option<&'a MySqlPool>,
 }
 
 /// The order if it exists and belongs to `user_id`: the same `None` for

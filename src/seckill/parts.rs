@@ -14,13 +14,13 @@ use crate::{ids::OrderIdGenerator, keys::Keys};
 /// What the seckill is built from besides the settings; shared with the
 /// rest of the app.
 pub(crate) struct Dependencies {
-    pub db: MySqlPool,
+    pub(crate) db: MySqlPool,
     /// A replica for the reads that may lag (`DATABASE_READ_URL`).
-    pub replica: Option<MySqlPool>,
-    pub redis: Redis,
-    pub keys: Keys,
-    pub order_ids: OrderIdGenerator,
-    pub locks: LockService,
+    pub(crate) replica: Option<MySqlPool>,
+    pub(crate) redis: Redis,
+    pub(crate) keys: Keys,
+    pub(crate) order_ids: OrderIdGenerator,
+    pub(crate) locks: LockService,
 }
 
 /// The owner of every background task of the seckill (the consumer, the

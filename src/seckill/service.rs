@@ -61,7 +61,7 @@ impl Seckill {
     }
 
     /// `sync` or `async`, for logs and metrics labels.
-    pub fn mode(&self) -> &'static str {
+    pub(crate) fn mode(&self) -> &'static str {
         self.0.mode.name()
     }
 
@@ -91,7 +91,7 @@ impl Seckill {
 
     /// One order of a guarded voucher, with the sale path it spends (`None`
     /// for a voucher without a guard): a path places one order at most.
-    pub async fn place_on_path(
+    pub(crate) async fn place_on_path(
         &self,
         user_id: u64,
         voucher_id: u64,

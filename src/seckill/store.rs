@@ -30,12 +30,12 @@ macro_rules! order_columns {
 /// (UTC), and whether its voucher is on the shelf.
 #[derive(Debug, Clone, Copy, sqlx::FromRow)]
 pub(super) struct SaleRow {
-    pub stock: i32,
-    pub begin_time: NaiveDateTime,
-    pub end_time: NaiveDateTime,
+    pub(crate) stock: i32,
+    pub(crate) begin_time: NaiveDateTime,
+    pub(crate) end_time: NaiveDateTime,
     /// `tb_voucher.status`: 1 on the shelf; anything else does not sell.
-    pub shelf: Option<i64>,
-    pub create_time: NaiveDateTime,
+    pub(crate) shelf: Option<i64>,
+    pub(crate) create_time: NaiveDateTime,
 }
 
 impl SaleRow {
@@ -59,9 +59,9 @@ const ON_SHELF: i64 = 1;
 /// (MariaDB's clock) stamps it; the asynchronous consumer passes the time
 /// the order was accepted in Redis.
 pub(super) struct NewOrder {
-    pub id: i64,
-    pub user_id: u64,
-    pub create_time: Option<NaiveDateTime>,
+    pub(crate) id: i64,
+    pub(crate) user_id: u64,
+    pub(crate) create_time: Option<NaiveDateTime>,
 }
 
 pub async fn insert_sale<'e>(
@@ -276,8 +276,8 @@ pub(super) async fn existing_orders<'e>(
 /// "already persisted".
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct OrderOwner {
-    pub user_id: u64,
-    pub voucher_id: u64,
+    pub(crate) user_id: u64,
+    pub(crate) voucher_id: u64,
 }
 
 /// Every order of the voucher: (order id, user id, live: neither

@@ -9,7 +9,7 @@ use crate::{http::whole, salepath::Guard};
 /// A voucher the admin described wrongly; answered 400 with the reason.
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
-pub struct Invalid(String);
+pub(crate) struct Invalid(String);
 
 impl Invalid {
     fn new(why: impl Into<String>) -> Self {
@@ -48,30 +48,30 @@ const STORABLE_TIMES: std::ops::RangeInclusive<NaiveDateTime> =
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub(crate) struct VoucherForm {
     #[serde(deserialize_with = "whole::number")]
-    pub shop_id: u64,
-    pub title: String,
+    pub(crate) shop_id: u64,
+    pub(crate) title: String,
     #[serde(default)]
-    pub sub_title: String,
+    pub(crate) sub_title: String,
     #[serde(default)]
-    pub rules: String,
+    pub(crate) rules: String,
     #[serde(deserialize_with = "whole::number")]
-    pub pay_value: i64,
+    pub(crate) pay_value: i64,
     #[serde(deserialize_with = "whole::number")]
-    pub actual_value: i64,
+    pub(crate) actual_value: i64,
     #[serde(rename = "type", default, deserialize_with = "whole::optional")]
-    pub kind: Option<u8>,
+    pub(crate) kind: Option<u8>,
     #[serde(default, deserialize_with = "whole::optional")]
-    pub status: Option<u8>,
+    pub(crate) status: Option<u8>,
     #[serde(default, deserialize_with = "whole::optional")]
-    pub stock: Option<i64>,
-    pub begin_time: Option<DateTime<FixedOffset>>,
-    pub end_time: Option<DateTime<FixedOffset>>,
+    pub(crate) stock: Option<i64>,
+    pub(crate) begin_time: Option<DateTime<FixedOffset>>,
+    pub(crate) end_time: Option<DateTime<FixedOffset>>,
     #[serde(default, deserialize_with = "whole::optional")]
-    pub segments: Option<i64>,
+    pub(crate) segments: Option<i64>,
     #[serde(default)]
-    pub guard: Option<String>,
+    pub(crate) guard: Option<String>,
     #[serde(default, deserialize_with = "whole::optional")]
-    pub admit_per_second: Option<i64>,
+    pub(crate) admit_per_second: Option<i64>,
 }
 
 /// `POST /voucher` as the OpenAPI document states it: `VoucherForm` with
@@ -174,24 +174,24 @@ pub(crate) struct SeckillVoucherSchema {
 
 /// A validated `tb_voucher` row to insert.
 pub(crate) struct NewVoucher {
-    pub shop_id: u64,
-    pub title: String,
-    pub sub_title: String,
-    pub rules: String,
-    pub pay_value: i64,
-    pub actual_value: i64,
-    pub kind: u8,
-    pub status: u8,
+    pub(crate) shop_id: u64,
+    pub(crate) title: String,
+    pub(crate) sub_title: String,
+    pub(crate) rules: String,
+    pub(crate) pay_value: i64,
+    pub(crate) actual_value: i64,
+    pub(crate) kind: u8,
+    pub(crate) status: u8,
 }
 
 /// A validated `tb_seckill_voucher` row to insert.
 pub(crate) struct NewSeckill {
-    pub stock: i32,
-    pub segments: u8,
-    pub guard: Guard,
-    pub admit_per_second: Option<u32>,
-    pub begin_time: DateTime<FixedOffset>,
-    pub end_time: DateTime<FixedOffset>,
+    pub(crate) stock: i32,
+    pub(crate) segments: u8,
+    pub(crate) guard: Guard,
+    pub(crate) admit_per_second: Option<u32>,
+    pub(crate) begin_time: DateTime<FixedOffset>,
+    pub(crate) end_time: DateTime<FixedOffset>,
 }
 
 impl VoucherForm {
@@ -300,35 +300,35 @@ impl VoucherForm {
 #[derive(Debug, Serialize, sqlx::FromRow, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct VoucherView {
-    pub id: u64,
-    pub shop_id: u64,
-    pub title: String,
-    pub sub_title: String,
-    pub rules: String,
-    pub pay_value: u64,
-    pub actual_value: i64,
+    pub(crate) id: u64,
+    pub(crate) shop_id: u64,
+    pub(crate) title: String,
+    pub(crate) sub_title: String,
+    pub(crate) rules: String,
+    pub(crate) pay_value: u64,
+    pub(crate) actual_value: i64,
     #[serde(rename = "type")]
     #[sqlx(rename = "type")]
-    pub kind: u8,
-    pub status: u8,
+    pub(crate) kind: u8,
+    pub(crate) status: u8,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub stock: Option<i32>,
+    pub(crate) stock: Option<i32>,
     #[serde(skip_serializing_if = "Option::is_none", serialize_with = "crate::http::time::serialize_opt")]
     #[schema(value_type = Option<String>, format = DateTime)]
-    pub begin_time: Option<NaiveDateTime>,
+    pub(crate) begin_time: Option<NaiveDateTime>,
     #[serde(skip_serializing_if = "Option::is_none", serialize_with = "crate::http::time::serialize_opt")]
     #[schema(value_type = Option<String>, format = DateTime)]
-    pub end_time: Option<NaiveDateTime>,
+    pub(crate) end_time: Option<NaiveDateTime>,
     /// How many segments a seckill voucher's stock is sold in.
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<u8>)]
-    pub segments: Option<u8>,
+    pub(crate) segments: Option<u8>,
     /// A seckill voucher's guard: `none`, `path` or `challenge`.
     #[serde(skip_serializing_if = "Option::is_none")]
     #[sqlx(rename = "sale_guard")]
     #[schema(value_type = Option<String>)]
-    pub guard: Option<String>,
+    pub(crate) guard: Option<String>,
     /// Buyers a guarded voucher admits per second, when it set its own.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub admit_per_second: Option<u32>,
+    pub(crate) admit_per_second: Option<u32>,
 }

@@ -46,8 +46,8 @@ const LOOKUP_CHUNK: usize = 1_000;
 /// acknowledged), which the script must not count. Needs the voucher's row
 /// lock in `conn`: no batch persists meanwhile.
 pub(super) struct Unpersisted {
-    pub count: i64,
-    pub persisted: Vec<i64>,
+    pub(crate) count: i64,
+    pub(crate) persisted: Vec<i64>,
 }
 
 pub(super) async fn unpersisted(

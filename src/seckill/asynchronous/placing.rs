@@ -38,11 +38,11 @@ const RETRY_PAUSE: Duration = Duration::from_millis(100);
 const LAST_LOOK: Duration = Duration::from_secs(3);
 
 pub(super) struct Placing {
-    pub db: MySqlPool,
-    pub redis: Redis,
-    pub order_ids: OrderIdGenerator,
-    pub deadline: Duration,
-    pub replica_wait: ReplicaWait,
+    pub(crate) db: MySqlPool,
+    pub(crate) redis: Redis,
+    pub(crate) order_ids: OrderIdGenerator,
+    pub(crate) deadline: Duration,
+    pub(crate) replica_wait: ReplicaWait,
 }
 
 impl Placing {

@@ -20,7 +20,7 @@ use crate::{
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Reconciliation {
-    pub voucher_id: u64,
+    pub(crate) voucher_id: u64,
     /// Accepted orders not yet persisted nor dead-lettered.
     pub pending_orders: u64,
     /// Stream entries delivered to a consumer and not yet acknowledged.
@@ -33,7 +33,7 @@ pub struct Reconciliation {
     /// Units lent by one segment and not yet credited to another.
     pub units_in_flight: i64,
     /// Buyers found in a segment other than their own.
-    pub misrouted: u64,
+    pub(crate) misrouted: u64,
     pub db_stock: i64,
     pub redis_buyers: Option<u64>,
     pub db_buyers: u64,

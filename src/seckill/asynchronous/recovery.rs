@@ -37,14 +37,14 @@ const COMPENSATE_PATIENCE: Duration = Duration::from_secs(10);
 /// What recovery needs; the consumer owns one.
 #[derive(Clone)]
 pub(crate) struct Recovery {
-    pub db: MySqlPool,
-    pub redis: Redis,
-    pub keys: Keys,
+    pub(crate) db: MySqlPool,
+    pub(crate) redis: Redis,
+    pub(crate) keys: Keys,
     /// The consumer's name: entries taken over become its own.
-    pub name: String,
-    pub page: usize,
-    pub claim_idle: Duration,
-    pub max_deliveries: u64,
+    pub(crate) name: String,
+    pub(crate) page: usize,
+    pub(crate) claim_idle: Duration,
+    pub(crate) max_deliveries: u64,
 }
 
 impl Recovery {

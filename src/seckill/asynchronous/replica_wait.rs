@@ -18,10 +18,10 @@ use crate::{config::RedisSettings, connect::connect_redis_with, recent::RecentId
 /// replica can end.
 pub(super) struct ReplicaWait {
     /// 0: no wait (one Redis, or a cluster without replicas).
-    pub acks: u32,
-    pub timeout: Duration,
+    pub(crate) acks: u32,
+    pub(crate) timeout: Duration,
     /// The waiting orders' own connection and their group `WAIT`.
-    pub barrier: ReplicaBarrier,
+    pub(crate) barrier: ReplicaBarrier,
     /// Vouchers whose last wait came back short.
     short: RecentIds,
 }

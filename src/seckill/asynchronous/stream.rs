@@ -22,10 +22,10 @@ pub(super) const GROUP: &str = "orders";
 /// One accepted order, as queued by the order script.
 #[derive(Debug, Clone)]
 pub(super) struct Entry {
-    pub stream_id: String,
-    pub order_id: i64,
-    pub user_id: u64,
-    pub ts_ms: i64,
+    pub(crate) stream_id: String,
+    pub(crate) order_id: i64,
+    pub(crate) user_id: u64,
+    pub(crate) ts_ms: i64,
 }
 
 impl Entry {

@@ -59,12 +59,12 @@ pub(super) struct VoucherGates {
 /// The sale window of a seckill voucher, in UTC.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct SaleWindow {
-    pub begin: NaiveDateTime,
-    pub end: NaiveDateTime,
+    pub(crate) begin: NaiveDateTime,
+    pub(crate) end: NaiveDateTime,
 }
 
 pub(super) struct Gate {
-    pub window: SaleWindow,
+    pub(crate) window: SaleWindow,
     row: Arc<Semaphore>,
     sold_out: AtomicBool,
     /// When MariaDB last said 0, in ms since `created`.

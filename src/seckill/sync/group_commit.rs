@@ -90,7 +90,7 @@ pub struct GroupStats {
     /// The most orders one group handled (committed or answered).
     pub largest: u64,
     /// Groups whose insert was refused and that were retried one by one.
-    pub retried_one_by_one: u64,
+    pub(crate) retried_one_by_one: u64,
 }
 
 impl GroupCommitter {

@@ -17,7 +17,7 @@ use sqlx::MySqlPool;
 use tokio_util::sync::CancellationToken;
 
 use group_commit::GroupCommitter;
-pub use group_commit::GroupStats;
+pub(crate) use group_commit::GroupStats;
 use transaction::{commit_reservation, reserve};
 
 use hmdp_lock::{Holder, LockGuard, LockService};
