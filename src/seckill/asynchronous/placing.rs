@@ -23,6 +23,7 @@ use crate::{
     seckill::{
         error::{SeckillError, SeckillResult},
         model::{PathUse, PlacedOrder},
+        segments::Segments,
         store,
     },
 };
@@ -83,31 +84,12 @@ impl Placing {
                         tokio::time::sleep(RETRY_PAUSE).await;
                         continue;
                     }
-                    // Out of time, but a lost call may have run meanwhile:
-                    // "unavailable" would be a lie about an order that exists.
-                    let owner = store::OrderOwner { user_id, voucher_id };
-                    return match self.accepted_after_all(&keys, owner, order_id).await {
-                        Some(true) => Ok(self.accepted_on_a_lost_call(order_id)),
-                        Some(false) => Err(err.into()),
-                        None => Err(SeckillError::Unavailable(anyhow::anyhow!(
-                            "order {order_id}: Redis did not answer; whether it was accepted is unknown (GET /voucher-order/{order_id} tells)"
-                        ))),
-                    };
+                    return self.out_of_time(&keys, store::OrderOwner { user_id, voucher_id }, order_id, err).await;
                 }
                 Err(err) => return Err(err.into()),
             };
             match verdict {
-                Verdict::Accepted => {
-                    let replicated = acked.unwrap_or(0) >= self.replica_wait.acks;
-                    if acked.is_some() {
-                        self.replica_wait.record(voucher_id, replicated);
-                    }
-                    if !replicated {
-                        tracing::warn!(order_id, acked, "order accepted but not yet on a Redis replica");
-                    }
-                    tracing::debug!(order_id, user_id, voucher_id, "order accepted");
-                    return Ok(PlacedOrder { id: order_id, replicated });
-                }
+                Verdict::Accepted => return Ok(self.accepted(voucher_id, order_id, acked)),
                 Verdict::NotLoaded if !loaded_once => {
                     loaded_once = true;
                     mirror.load(voucher_id).await?;
@@ -120,39 +102,12 @@ impl Placing {
                 Verdict::NotStarted => return Err(SeckillError::NotStarted),
                 Verdict::Ended => return Err(SeckillError::Ended),
                 Verdict::AlreadyBought => {
-                    // After a lost answer the order held may be this very one.
                     let owner = store::OrderOwner { user_id, voucher_id };
-                    if uncertain && self.accepted_before(&keys, owner, order_id).await? {
-                        return Ok(self.accepted_on_a_lost_call(order_id));
-                    }
-                    // The order the user holds: pending (by user in the holders
-                    // hash), else its row.
-                    let pending: Option<i64> = self.redis.clone().hget(&keys.holders, user_id).await.ok().flatten();
-                    let held = match pending {
-                        Some(id) => Some(id),
-                        None => store::held_order(&self.db, user_id, voucher_id).await.ok().flatten(),
-                    };
-                    return Err(SeckillError::DuplicateOrder(held));
+                    return self.already_bought(&keys, owner, order_id, uncertain).await;
                 }
-                Verdict::Dry => match segments.borrowing() {
-                    None => return Err(SeckillError::SoldOut),
-                    // The buyer's segment is dry: it borrows from the
-                    // fullest, and the order is asked again there.
-                    Some(stock) => match stock.refill(segment).await? {
-                        Refill::Refilled { .. } if tokio::time::Instant::now() < deadline => {}
-                        Refill::Refilled { .. } => {
-                            return Err(SeckillError::unavailable(
-                                "the voucher's segments kept running dry before this order could take a unit; ask again",
-                            ));
-                        }
-                        Refill::SoldOut => return Err(SeckillError::SoldOut),
-                        Refill::Unsettled => {
-                            return Err(SeckillError::unavailable(
-                                "units of this voucher are moving between its segments; ask again in a moment",
-                            ));
-                        }
-                    },
-                },
+                // The buyer's segment is dry: it borrows from the fullest,
+                // and the order is asked again there.
+                Verdict::Dry => refill(&segments, segment, deadline).await?,
                 Verdict::OffShelf => return Err(SeckillError::OffShelf),
                 Verdict::PathUsed => return Err(SeckillError::PathUsed),
                 Verdict::Unknown(other) => {
@@ -209,6 +164,57 @@ impl Placing {
         Ok((verdict, Some(acked)))
     }
 
+    fn accepted(&self, voucher_id: u64, order_id: i64, acked: Option<u32>) -> PlacedOrder {
+        let replicated = acked.unwrap_or(0) >= self.replica_wait.acks;
+        if acked.is_some() {
+            self.replica_wait.record(voucher_id, replicated);
+        }
+        if !replicated {
+            tracing::warn!(order_id, acked, "order accepted but not yet on a Redis replica");
+        }
+        tracing::debug!(order_id, voucher_id, "order accepted");
+        PlacedOrder { id: order_id, replicated }
+    }
+
+    /// Out of time after lost answers, but a lost call may have run
+    /// meanwhile: "unavailable" would be a lie about an order that exists.
+    async fn out_of_time(
+        &self,
+        keys: &SeckillKeys,
+        owner: store::OrderOwner,
+        order_id: i64,
+        err: redis::RedisError,
+    ) -> SeckillResult<PlacedOrder> {
+        match self.accepted_after_all(keys, owner, order_id).await {
+            Some(true) => Ok(self.accepted_on_a_lost_call(order_id)),
+            Some(false) => Err(err.into()),
+            None => Err(SeckillError::Unavailable(anyhow::anyhow!(
+                "order {order_id}: Redis did not answer; whether it was accepted is unknown (GET /voucher-order/{order_id} tells)"
+            ))),
+        }
+    }
+
+    /// The user is among the buyers: after a lost answer the order held
+    /// may be this very one; else the answer names the order the user
+    /// holds, pending (by user in the holders hash) or its row.
+    async fn already_bought(
+        &self,
+        keys: &SeckillKeys,
+        owner: store::OrderOwner,
+        order_id: i64,
+        uncertain: bool,
+    ) -> SeckillResult<PlacedOrder> {
+        if uncertain && self.accepted_before(keys, owner, order_id).await? {
+            return Ok(self.accepted_on_a_lost_call(order_id));
+        }
+        let pending: Option<i64> = self.redis.clone().hget(&keys.holders, owner.user_id).await.ok().flatten();
+        let held = match pending {
+            Some(id) => Some(id),
+            None => store::held_order(&self.db, owner.user_id, owner.voucher_id).await.ok().flatten(),
+        };
+        Err(SeckillError::DuplicateOrder(held))
+    }
+
     fn accepted_on_a_lost_call(&self, order_id: i64) -> PlacedOrder {
         tracing::info!(order_id, "a lost call had accepted the order; answered as accepted");
         // Whether a replica has it is not known: said so when it matters.
@@ -249,6 +255,22 @@ impl Placing {
             return Ok(true);
         }
         Ok(store::existing_orders(&self.db, &[order_id]).await?.get(&order_id) == Some(&order))
+    }
+}
+
+/// A dry segment borrows from the fullest, so the order can be asked
+/// again; no borrowing (one segment), or nothing left anywhere, is sold out.
+async fn refill(segments: &Segments, segment: usize, deadline: tokio::time::Instant) -> SeckillResult<()> {
+    let Some(stock) = segments.borrowing() else { return Err(SeckillError::SoldOut) };
+    match stock.refill(segment).await? {
+        Refill::Refilled { .. } if tokio::time::Instant::now() < deadline => Ok(()),
+        Refill::Refilled { .. } => Err(SeckillError::unavailable(
+            "the voucher's segments kept running dry before this order could take a unit; ask again",
+        )),
+        Refill::SoldOut => Err(SeckillError::SoldOut),
+        Refill::Unsettled => Err(SeckillError::unavailable(
+            "units of this voucher are moving between its segments; ask again in a moment",
+        )),
     }
 }
 
