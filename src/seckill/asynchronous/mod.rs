@@ -14,6 +14,7 @@
 
 mod consumer;
 mod converge;
+mod load;
 mod mirror;
 mod placing;
 mod reconcile;

@@ -1,0 +1,231 @@
+//! Loading a voucher's keys from MariaDB, segment by segment: the pending
+//! orders read first, then the row and its orders in one snapshot, so an
+//! order persisted in between is counted once (`Mirror::load`).
+
+use std::{
+    collections::{HashMap, HashSet},
+    sync::LazyLock,
+};
+
+use chrono::NaiveDateTime;
+use hmdp_redis::Redis;
+use redis::{AsyncCommands, Script};
+
+use super::{
+    converge::{converge, with_stock_from_row},
+    mirror::Mirror,
+};
+use crate::{
+    keys::SeckillKeys,
+    seckill::{
+        error::{SeckillError, SeckillResult},
+        segments::Segments,
+        store,
+    },
+};
+
+static LOAD: LazyLock<Script> = LazyLock::new(|| Script::new(with_stock_from_row!("../../../lua/seckill_load.lua")));
+
+/// Members per SADD when staging a rebuilt buyers set.
+const STAGE_CHUNK: usize = 5_000;
+
+/// One segment's keys as found before the load.
+struct Found {
+    /// The stamp of the voucher its keys were made for.
+    made: Option<String>,
+    /// Its orders accepted and not yet acknowledged: order id -> `user:ms`.
+    pending: HashMap<i64, String>,
+    has_stock: bool,
+    /// Its buyers set carries the loaded mark (member 0).
+    marked: bool,
+}
+
+/// The sale as the load script sets it on every segment.
+struct Window<'a> {
+    begin: NaiveDateTime,
+    end: NaiveDateTime,
+    shelf: i64,
+    stamp: &'a str,
+}
+
+/// The voucher's orders in MariaDB: (order id, user, live).
+type Rows = [(i64, u64, bool)];
+
+impl Mirror {
+    pub(super) async fn load_from_db(&self, voucher_id: u64) -> SeckillResult<()> {
+        let redis = &mut self.redis.clone();
+        let segments = self.segments(voucher_id).await?;
+        let mut found = Vec::with_capacity(segments.count());
+        for sk in segments.keys() {
+            found.push(found_in(redis, sk).await?);
+        }
+
+        let mut tx = self.db.begin().await?;
+        let sale = store::sale(&mut *tx, voucher_id).await?.ok_or(SeckillError::NoSuchVoucher)?;
+        let stamp = sale.stamp();
+        let window =
+            Window { begin: sale.begin_time, end: sale.end_time, shelf: sale.shelf.unwrap_or(0), stamp: &stamp };
+        // Keys made for another voucher under this id: their pending orders
+        // are not this voucher's (the script wipes them).
+        for segment in &mut found {
+            if segment.made.as_ref().is_some_and(|made| *made != stamp) {
+                segment.pending.clear();
+            }
+        }
+        // An ended sale with nothing left to persist is not loaded again (a
+        // retired sale's keys expired): it would only sit in Redis and in
+        // every instance's reads. Its orders are answered ENDED from here.
+        if window.end <= chrono::Utc::now().naive_utc() && found.iter().all(|segment| segment.pending.is_empty()) {
+            tx.commit().await?;
+            return Err(SeckillError::Ended);
+        }
+        let rows = store::orders_of_voucher(&mut *tx, voucher_id).await?;
+        tx.commit().await?;
+        let persisted: HashSet<i64> = rows.iter().map(|(id, _, _)| *id).collect();
+
+        // Registered before the keys exist: once the order script can accept
+        // an order, a consumer is already reading the voucher's stream (a
+        // lost registration after the load left accepted orders unread).
+        redis.sadd::<_, _, ()>(self.keys.seckill_active(), voucher_id).await?;
+
+        let unpersisted: Vec<i64> = found
+            .iter()
+            .map(|segment| segment.pending.keys().filter(|id| !persisted.contains(id)).count() as i64)
+            .collect();
+        let some_loaded = found.iter().any(|f| f.has_stock && f.marked && f.made.as_deref() == Some(&stamp));
+        let shares = shares(i64::from(sale.stock), &unpersisted, some_loaded);
+
+        let mut outcomes = Vec::with_capacity(segments.count());
+        for (segment, (sk, found)) in segments.keys().iter().zip(&found).enumerate() {
+            let (buyers, holders, persisted_pending) = buyers_of(&segments, segment, &rows, &persisted, &found.pending);
+            let stock = shares[segment] + unpersisted[segment];
+            let (loaded, stock) = load_segment(redis, sk, buyers, &holders, &persisted_pending, stock, &window).await?;
+            match loaded {
+                1 => tracing::info!(
+                    voucher_id,
+                    segment,
+                    stock,
+                    db_stock = sale.stock,
+                    "seckill keys loaded from MariaDB"
+                ),
+                2 => tracing::warn!(
+                    voucher_id,
+                    segment,
+                    stock,
+                    stale = ?found.made,
+                    "keys made for another voucher under this id were wiped; loaded from MariaDB"
+                ),
+                _ => {}
+            }
+            outcomes.push(loaded);
+        }
+        // Segments loaded beside others that were loaded already (here, or
+        // by another instance at the same moment): the whole is set from
+        // the row, so no unit is counted twice or lost.
+        let fresh = outcomes.iter().any(|o| *o != 0);
+        if segments.count() > 1 && fresh && (some_loaded || outcomes.contains(&0)) {
+            self.converge_from_row(&segments, voucher_id).await?;
+        }
+        Ok(())
+    }
+
+    async fn converge_from_row(&self, segments: &Segments, voucher_id: u64) -> SeckillResult<()> {
+        let mut tx = self.db.begin().await?;
+        if let Some(db_stock) = store::lock_stock(&mut *tx, voucher_id).await? {
+            converge(&mut tx, &self.redis, segments, voucher_id, db_stock.into()).await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+}
+
+/// What each segment is loaded with, besides its own orders waiting (the
+/// script counts those). One segment: the row, less its orders waiting.
+/// Several: the row less every segment's orders waiting, spread evenly,
+/// unless a segment is loaded already and holds units of its own: then
+/// the others start at 0, and the whole is set from the row afterwards.
+fn shares(db_stock: i64, unpersisted: &[i64], some_loaded: bool) -> Vec<i64> {
+    match unpersisted {
+        [only] => vec![db_stock - only],
+        _ if some_loaded => vec![0; unpersisted.len()],
+        _ => hmdp_segments::spread(db_stock - unpersisted.iter().sum::<i64>(), unpersisted.len()),
+    }
+}
+
+async fn found_in(redis: &mut Redis, sk: &SeckillKeys) -> SeckillResult<Found> {
+    let (made, pending, has_stock, marked): (Option<String>, HashMap<i64, String>, bool, bool) = redis::pipe()
+        .hget(&sk.window, "made")
+        .hgetall(&sk.pending)
+        .exists(&sk.stock)
+        .sismember(&sk.buyers, 0)
+        .query_async(redis)
+        .await?;
+    Ok(Found { made, pending, has_stock, marked })
+}
+
+/// A segment's buyers: the users with a live order (a cancelled one may
+/// buy again) and those of its orders waiting; who holds which waiting
+/// order; and its waiting orders already persisted.
+fn buyers_of(
+    segments: &Segments,
+    segment: usize,
+    rows: &Rows,
+    persisted: &HashSet<i64>,
+    pending: &HashMap<i64, String>,
+) -> (Vec<u64>, Vec<(u64, i64)>, Vec<i64>) {
+    let mut buyers: HashSet<u64> = rows
+        .iter()
+        .filter(|(_, user, live)| *live && segments.of_user(*user) == segment)
+        .map(|(_, user, _)| *user)
+        .collect();
+    let mut holders: Vec<(u64, i64)> = Vec::new();
+    let mut persisted_pending: Vec<i64> = Vec::new();
+    for (order_id, accepted) in pending {
+        if persisted.contains(order_id) {
+            persisted_pending.push(*order_id);
+        } else if let Some(user) = accepted.split(':').next().and_then(|u| u.parse().ok()) {
+            buyers.insert(user);
+            holders.push((user, *order_id));
+        }
+    }
+    (buyers.into_iter().collect(), holders, persisted_pending)
+}
+
+/// Runs the load script on one segment; returns what it did (0 nothing,
+/// 1 loaded, 2 wiped another voucher's keys and loaded) and the stock.
+async fn load_segment(
+    redis: &mut Redis,
+    sk: &SeckillKeys,
+    buyers: Vec<u64>,
+    holders: &[(u64, i64)],
+    persisted_pending: &[i64],
+    stock: i64,
+    window: &Window<'_>,
+) -> SeckillResult<(i64, i64)> {
+    // Who holds which pending order, as the order script records it.
+    for chunk in holders.chunks(STAGE_CHUNK) {
+        redis.hset_multiple::<_, _, _, ()>(&sk.holders, chunk).await?;
+    }
+    // The buyers are staged under the same hash tag and renamed into
+    // place by the script, so the set appears whole or not at all.
+    let staging = format!("{}:staging:{}", sk.buyers, uuid::Uuid::new_v4().simple());
+    for chunk in buyers.chunks(STAGE_CHUNK) {
+        redis::pipe().sadd(&staging, chunk).ignore().expire(&staging, 60).ignore().exec_async(&mut *redis).await?;
+    }
+    // The stock is counted by the script from this share and the pending
+    // hash as it is then (stock_from_row).
+    let mut script = LOAD.prepare_invoke();
+    for key in sk.all() {
+        script.key(key);
+    }
+    Ok(script
+        .key(&staging)
+        .arg(stock)
+        .arg(window.begin.and_utc().timestamp_millis())
+        .arg(window.end.and_utc().timestamp_millis())
+        .arg(window.shelf)
+        .arg(window.stamp)
+        .arg(persisted_pending)
+        .invoke_async(redis)
+        .await?)
+}
