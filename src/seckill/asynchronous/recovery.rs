@@ -142,23 +142,8 @@ impl Recovery {
         let persisted = if !segmented {
             converge::unpersisted(&mut tx, &self.redis, sk, voucher).await?.persisted
         } else {
-            // In segments no one script sees every segment: each is set from
-            // the row first, this order already counted as gone, and the
-            // script then leaves the stock alone. Whoever sees the order gone
-            // (FAILED, or a drained stream) sees its unit back; should the
-            // script fail after this, Redis holds one unit more than MariaDB
-            // until the order's next dead-lettering sets it from the row again.
             if let Some(db_stock) = db_stock {
-                let mut found = converge::unpersisted_each(&mut tx, &self.redis, segments, voucher).await?;
-                let waiting: bool = self.redis.clone().hexists(&sk.pending, entry.order_id).await?;
-                if let Some(own) = segments.keys().iter().position(|k| k.orders == sk.orders)
-                    && waiting
-                    && !found[own].persisted.contains(&entry.order_id)
-                {
-                    found[own].count -= 1;
-                    found[own].persisted.push(entry.order_id);
-                }
-                converge::set_from_row(&self.redis, segments, voucher, db_stock.into(), &found).await?;
+                self.set_segments_without(&mut tx, segments, sk, voucher, entry, db_stock.into()).await?;
             }
             Vec::new()
         };
@@ -184,37 +169,80 @@ impl Recovery {
         // held until a call is answered (the script is idempotent: a later
         // run of a lost call changes nothing), so no consumer can persist
         // the order in between and then see it dead-lettered after its row.
-        let patience = tokio::time::Instant::now() + COMPENSATE_PATIENCE;
-        let (compensated, before, after): (i64, i64, i64) = loop {
-            match compensate.invoke_async(&mut self.redis.clone()).await {
-                Ok(answer) => break answer,
-                Err(err) if hmdp_redis::unavailable(&err) && tokio::time::Instant::now() < patience => {
-                    tracing::warn!(order_id = entry.order_id, error = %err, "dead-lettering unanswered; asking again under the row lock");
-                    tokio::time::sleep(Duration::from_millis(200)).await;
-                }
-                Err(err) => return Err(err.into()),
-            }
-        };
+        let (compensated, before, after) = self.until_answered(&compensate, entry.order_id).await?;
         if let Some(db_stock) = db_stock.filter(|_| !segmented) {
             converge::report(voucher, db_stock.into(), before, after);
         }
         tx.commit().await?;
         if compensated == 1 {
-            // Its FAILED stays findable once the sale leaves the active set.
-            let indexed: redis::RedisResult<()> =
-                self.redis.clone().set_ex(self.keys.failed_order(entry.order_id), voucher, FAILED_KEPT.as_secs()).await;
-            if let Err(err) = indexed {
-                tracing::warn!(order_id = entry.order_id, error = %err, "indexing a failed order failed; found while its sale is active");
-            }
-            tracing::error!(
-                voucher,
-                order_id = entry.order_id,
-                user_id = entry.user_id,
-                reason,
-                "order dead-lettered; buyer slot freed, stock set from MariaDB"
-            );
+            self.record_failed(voucher, entry, reason).await;
         }
         Ok(())
+    }
+
+    /// In segments no one script sees every segment: each is set from the
+    /// row first, this order already counted as gone, and the script then
+    /// leaves the stock alone. Whoever sees the order gone (FAILED, or a
+    /// drained stream) sees its unit back; should the script fail after
+    /// this, Redis holds one unit more than MariaDB until the order's next
+    /// dead-lettering sets it from the row again.
+    async fn set_segments_without(
+        &self,
+        tx: &mut sqlx::MySqlConnection,
+        segments: &Segments,
+        sk: &SeckillKeys,
+        voucher: u64,
+        entry: &Entry,
+        db_stock: i64,
+    ) -> Result<(), PersistError> {
+        let mut found = converge::unpersisted_each(&mut *tx, &self.redis, segments, voucher).await?;
+        let waiting: bool = self.redis.clone().hexists(&sk.pending, entry.order_id).await?;
+        if let Some(own) = segments.keys().iter().position(|k| k.orders == sk.orders)
+            && waiting
+            && !found[own].persisted.contains(&entry.order_id)
+        {
+            found[own].count -= 1;
+            found[own].persisted.push(entry.order_id);
+        }
+        converge::set_from_row(&self.redis, segments, voucher, db_stock, &found).await?;
+        Ok(())
+    }
+
+    /// The compensation script, asked again while Redis does not answer
+    /// (within `COMPENSATE_PATIENCE`): the caller holds the row lock.
+    async fn until_answered(
+        &self,
+        compensate: &redis::ScriptInvocation<'_>,
+        order_id: i64,
+    ) -> Result<(i64, i64, i64), PersistError> {
+        let patience = tokio::time::Instant::now() + COMPENSATE_PATIENCE;
+        loop {
+            match compensate.invoke_async(&mut self.redis.clone()).await {
+                Ok(answer) => return Ok(answer),
+                Err(err) if hmdp_redis::unavailable(&err) && tokio::time::Instant::now() < patience => {
+                    tracing::warn!(order_id, error = %err, "dead-lettering unanswered; asking again under the row lock");
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+                Err(err) => return Err(err.into()),
+            }
+        }
+    }
+
+    /// A dead-lettered order: its FAILED stays findable once the sale
+    /// leaves the active set, and the operator hears of it.
+    async fn record_failed(&self, voucher: u64, entry: &Entry, reason: &str) {
+        let indexed: redis::RedisResult<()> =
+            self.redis.clone().set_ex(self.keys.failed_order(entry.order_id), voucher, FAILED_KEPT.as_secs()).await;
+        if let Err(err) = indexed {
+            tracing::warn!(order_id = entry.order_id, error = %err, "indexing a failed order failed; found while its sale is active");
+        }
+        tracing::error!(
+            voucher,
+            order_id = entry.order_id,
+            user_id = entry.user_id,
+            reason,
+            "order dead-lettered; buyer slot freed, stock set from MariaDB"
+        );
     }
 
     /// An entry without the fields the order script writes cannot be persisted
