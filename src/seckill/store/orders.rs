@@ -1,0 +1,279 @@
+//! `tb_voucher_order`: orders inserted, found, paid, ended and timed out.
+
+use std::collections::HashMap;
+
+use chrono::NaiveDateTime;
+use sqlx::{MySql, MySqlExecutor, QueryBuilder};
+
+use crate::seckill::model::OrderView;
+
+/// The unique index that makes "one order per user" the database's
+/// decision, not only the lock's.
+pub const UNIQUE_ORDER_INDEX: &str = "uk_user_voucher";
+
+/// The columns of `OrderView`, as a literal for `concat!`: the SQL stays a
+/// compile-time string.
+macro_rules! order_columns {
+    () => {
+        "id, user_id, voucher_id, pay_type, status, create_time, pay_time, use_time, refund_time, update_time"
+    };
+}
+
+/// An order row to insert. Without `create_time` the column's default
+/// (MariaDB's clock) stamps it; the asynchronous consumer passes the time
+/// the order was accepted in Redis.
+pub(in crate::seckill) struct NewOrder {
+    pub(crate) id: i64,
+    pub(crate) user_id: u64,
+    pub(crate) create_time: Option<NaiveDateTime>,
+}
+
+/// One multi-row insert. A user who already holds an order for the voucher
+/// runs into `UNIQUE_ORDER_INDEX`: the database has the last word.
+pub(in crate::seckill) async fn insert_orders<'e>(
+    db: impl MySqlExecutor<'e>,
+    voucher_id: u64,
+    orders: &[NewOrder],
+) -> sqlx::Result<u64> {
+    if orders.is_empty() {
+        return Ok(0);
+    }
+    let mut insert: QueryBuilder<MySql> =
+        QueryBuilder::new("INSERT INTO tb_voucher_order (id, user_id, voucher_id, create_time) ");
+    insert.push_values(orders, |mut row, order| {
+        row.push_bind(order.id).push_bind(order.user_id).push_bind(voucher_id);
+        match order.create_time {
+            Some(at) => row.push_bind(at),
+            None => row.push("DEFAULT"),
+        };
+    });
+    Ok(insert.build().execute(db).await?.rows_affected())
+}
+
+/// The live orders (not cancelled, not refunded) these users hold for the
+/// voucher: user id -> order id. On the unique index.
+pub(in crate::seckill) async fn held_orders<'e>(
+    db: impl MySqlExecutor<'e>,
+    voucher_id: u64,
+    user_ids: &[u64],
+) -> sqlx::Result<HashMap<u64, i64>> {
+    if user_ids.is_empty() {
+        return Ok(HashMap::new());
+    }
+    let mut holders: QueryBuilder<MySql> =
+        QueryBuilder::new("SELECT user_id, id FROM tb_voucher_order WHERE live_voucher = ");
+    holders.push_bind(voucher_id).push(" AND user_id IN ");
+    holders.push_tuples(user_ids, |mut row, user_id| {
+        row.push_bind(*user_id);
+    });
+    Ok(holders.build_query_as::<(u64, i64)>().fetch_all(db).await?.into_iter().collect())
+}
+
+/// The id of the order the user holds for the voucher, if it has its row.
+pub(in crate::seckill) async fn held_order<'e>(
+    db: impl MySqlExecutor<'e>,
+    user_id: u64,
+    voucher_id: u64,
+) -> sqlx::Result<Option<i64>> {
+    Ok(held_orders(db, voucher_id, &[user_id]).await?.remove(&user_id))
+}
+
+/// Which of these order ids have their row.
+pub(in crate::seckill) async fn existing_orders<'e>(
+    db: impl MySqlExecutor<'e>,
+    order_ids: &[i64],
+) -> sqlx::Result<HashMap<i64, OrderOwner>> {
+    if order_ids.is_empty() {
+        return Ok(HashMap::new());
+    }
+    let mut query: QueryBuilder<MySql> =
+        QueryBuilder::new("SELECT id, user_id, voucher_id FROM tb_voucher_order WHERE id IN ");
+    query.push_tuples(order_ids, |mut row, id| {
+        row.push_bind(*id);
+    });
+    let rows: Vec<(i64, u64, u64)> = query.build_query_as().fetch_all(db).await?;
+    Ok(rows.into_iter().map(|(id, user_id, voucher_id)| (id, OrderOwner { user_id, voucher_id })).collect())
+}
+
+/// Whose an order row is. An id found with another owner than the order
+/// that carries it is a collision (a sequence that went backwards), never
+/// "already persisted".
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(in crate::seckill) struct OrderOwner {
+    pub(crate) user_id: u64,
+    pub(crate) voucher_id: u64,
+}
+
+/// Every order of the voucher: (order id, user id, live: neither
+/// cancelled nor refunded).
+pub(in crate::seckill) async fn orders_of_voucher<'e>(
+    db: impl MySqlExecutor<'e>,
+    voucher_id: u64,
+) -> sqlx::Result<Vec<(i64, u64, bool)>> {
+    let rows: Vec<(i64, u64, i64)> = sqlx::query_as(
+        "SELECT id, user_id, CAST(live_voucher IS NOT NULL AS SIGNED) FROM tb_voucher_order WHERE voucher_id = ?",
+    )
+    .bind(voucher_id)
+    .fetch_all(db)
+    .await?;
+    Ok(rows.into_iter().map(|(id, user, live)| (id, user, live == 1)).collect())
+}
+
+/// The order if it exists and belongs to `user_id`.
+pub(in crate::seckill) async fn owned_order<'e>(
+    db: impl MySqlExecutor<'e>,
+    order_id: i64,
+    user_id: u64,
+) -> sqlx::Result<Option<OrderView>> {
+    sqlx::query_as::<_, OrderView>(concat!(
+        "SELECT ",
+        order_columns!(),
+        " FROM tb_voucher_order WHERE id = ? AND user_id = ?"
+    ))
+    .bind(order_id)
+    .bind(user_id)
+    .fetch_optional(db)
+    .await
+}
+
+/// One page of the user's orders, newest first (ids grow with time).
+pub(in crate::seckill) async fn owned_orders<'e>(
+    db: impl MySqlExecutor<'e>,
+    user_id: u64,
+    limit: u32,
+    offset: u64,
+) -> sqlx::Result<Vec<OrderView>> {
+    sqlx::query_as::<_, OrderView>(concat!(
+        "SELECT ",
+        order_columns!(),
+        " FROM tb_voucher_order WHERE user_id = ? ORDER BY id DESC LIMIT ? OFFSET ?"
+    ))
+    .bind(user_id)
+    .bind(limit)
+    .bind(offset)
+    .fetch_all(db)
+    .await
+}
+
+pub(in crate::seckill) async fn count_owned<'e>(db: impl MySqlExecutor<'e>, user_id: u64) -> sqlx::Result<u64> {
+    let total: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM tb_voucher_order WHERE user_id = ?")
+        .bind(user_id)
+        .fetch_one(db)
+        .await?;
+    Ok(total.max(0) as u64)
+}
+
+/// The order row, whoever holds it (the shop's redemption, the payment
+/// callback).
+pub(in crate::seckill) async fn order_by_id<'e>(
+    db: impl MySqlExecutor<'e>,
+    order_id: i64,
+) -> sqlx::Result<Option<OrderView>> {
+    sqlx::query_as::<_, OrderView>(concat!("SELECT ", order_columns!(), " FROM tb_voucher_order WHERE id = ?"))
+        .bind(order_id)
+        .fetch_optional(db)
+        .await
+}
+
+/// The payment, decided in one conditional update: the order is unpaid and
+/// its deadline has not passed. The unpaid timeout's cancel is conditional
+/// on the opposite, so of a late payment and the timeout exactly one wins.
+pub(in crate::seckill) async fn confirm_payment<'e>(
+    db: impl MySqlExecutor<'e>,
+    order_id: i64,
+    pay_type: u8,
+    pay_timeout_s: u64,
+) -> sqlx::Result<bool> {
+    let paid = sqlx::query(
+        "UPDATE tb_voucher_order SET status = 2, pay_type = ?, pay_time = NOW()
+         WHERE id = ? AND status = 1 AND create_time > NOW() - INTERVAL ? SECOND",
+    )
+    .bind(pay_type)
+    .bind(order_id)
+    .bind(pay_timeout_s)
+    .execute(db)
+    .await?;
+    Ok(paid.rows_affected() == 1)
+}
+
+/// Ends a live order (`from` -> `to`: unpaid -> cancelled, paid ->
+/// refunded), under the voucher's row lock held by the caller; `false`
+/// when it is no longer in `from`.
+pub(in crate::seckill) async fn end_order<'e>(
+    db: impl MySqlExecutor<'e>,
+    order_id: i64,
+    from: u8,
+    to: u8,
+) -> sqlx::Result<bool> {
+    let ended = sqlx::query(
+        "UPDATE tb_voucher_order SET status = ?, refund_time = IF(? = 6, NOW(), refund_time) WHERE id = ? AND status = ?",
+    )
+    .bind(to)
+    .bind(to)
+    .bind(order_id)
+    .bind(from)
+    .execute(db)
+    .await?;
+    Ok(ended.rows_affected() == 1)
+}
+
+/// The shop redeems a paid order.
+pub(in crate::seckill) async fn redeem<'e>(db: impl MySqlExecutor<'e>, order_id: i64) -> sqlx::Result<bool> {
+    let used = sqlx::query("UPDATE tb_voucher_order SET status = 3, use_time = NOW() WHERE id = ? AND status = 2")
+        .bind(order_id)
+        .execute(db)
+        .await?;
+    Ok(used.rows_affected() == 1)
+}
+
+/// Vouchers with unpaid orders past their deadline, oldest first (on
+/// `idx_unpaid`).
+pub(in crate::seckill) async fn vouchers_with_expired_orders<'e>(
+    db: impl MySqlExecutor<'e>,
+    pay_timeout_s: u64,
+    limit: u32,
+) -> sqlx::Result<Vec<u64>> {
+    sqlx::query_scalar(
+        "SELECT DISTINCT voucher_id FROM tb_voucher_order
+         WHERE status = 1 AND create_time <= NOW() - INTERVAL ? SECOND LIMIT ?",
+    )
+    .bind(pay_timeout_s)
+    .bind(limit)
+    .fetch_all(db)
+    .await
+}
+
+/// One voucher's unpaid orders past their deadline, locked (the voucher's
+/// row lock is held by the caller, so two sweeps take turns): (order id,
+/// user id, create time). On `idx_voucher_unpaid`, so the lock covers
+/// these rows, not the voucher's other orders.
+pub(in crate::seckill) async fn lock_expired_orders<'e>(
+    db: impl MySqlExecutor<'e>,
+    voucher_id: u64,
+    pay_timeout_s: u64,
+    limit: u32,
+) -> sqlx::Result<Vec<(i64, u64, NaiveDateTime)>> {
+    sqlx::query_as(
+        "SELECT id, user_id, create_time FROM tb_voucher_order
+         WHERE voucher_id = ? AND status = 1 AND create_time <= NOW() - INTERVAL ? SECOND
+         ORDER BY create_time LIMIT ? FOR UPDATE",
+    )
+    .bind(voucher_id)
+    .bind(pay_timeout_s)
+    .bind(limit)
+    .fetch_all(db)
+    .await
+}
+
+/// Cancels these unpaid orders; returns how many were still unpaid.
+pub(in crate::seckill) async fn cancel_unpaid<'e>(db: impl MySqlExecutor<'e>, order_ids: &[i64]) -> sqlx::Result<u64> {
+    if order_ids.is_empty() {
+        return Ok(0);
+    }
+    let mut cancel: QueryBuilder<MySql> =
+        QueryBuilder::new("UPDATE tb_voucher_order SET status = 4 WHERE status = 1 AND id IN ");
+    cancel.push_tuples(order_ids, |mut row, id| {
+        row.push_bind(*id);
+    });
+    Ok(cancel.build().execute(db).await?.rows_affected())
+}

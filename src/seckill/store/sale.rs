@@ -1,0 +1,153 @@
+//! `tb_seckill_voucher`: a sale's row, its stock taken, set and given
+//! back under the row lock.
+
+use chrono::NaiveDateTime;
+use sqlx::MySqlExecutor;
+
+/// A seckill voucher's row: the stock MariaDB has and the sale window
+/// (UTC), and whether its voucher is on the shelf.
+#[derive(Debug, Clone, Copy, sqlx::FromRow)]
+pub(in crate::seckill) struct SaleRow {
+    pub(crate) stock: i32,
+    pub(crate) begin_time: NaiveDateTime,
+    pub(crate) end_time: NaiveDateTime,
+    /// `tb_voucher.status`: 1 on the shelf; anything else does not sell.
+    pub(crate) shelf: Option<i64>,
+    pub(crate) create_time: NaiveDateTime,
+}
+
+impl SaleRow {
+    /// What the voucher was made as: Redis keys carry it (`made` in the
+    /// window hash), so keys left under the same id by another database's
+    /// voucher are told apart from this voucher's.
+    pub(in crate::seckill) fn stamp(&self) -> String {
+        format!(
+            "{}:{}:{}",
+            self.create_time.and_utc().timestamp(),
+            self.begin_time.and_utc().timestamp_millis(),
+            self.end_time.and_utc().timestamp_millis()
+        )
+    }
+}
+
+/// `tb_voucher.status` of a voucher that sells.
+const ON_SHELF: i64 = 1;
+
+pub async fn insert_sale<'e>(
+    db: impl MySqlExecutor<'e>,
+    voucher_id: u64,
+    stock: i64,
+    begin: NaiveDateTime,
+    end: NaiveDateTime,
+    segment_tags: &[String],
+) -> sqlx::Result<()> {
+    sqlx::query(
+        "INSERT INTO tb_seckill_voucher (voucher_id, stock, begin_time, end_time, segments, segment_tags)
+         VALUES (?, ?, ?, ?, ?, ?)",
+    )
+    .bind(voucher_id)
+    .bind(stock)
+    .bind(begin)
+    .bind(end)
+    .bind(segment_tags.len() as u32 + 1)
+    .bind(segment_tags.join(","))
+    .execute(db)
+    .await?;
+    Ok(())
+}
+
+/// The voucher's sale row, or `None` for a voucher that is not a seckill one.
+pub(in crate::seckill) async fn sale<'e>(db: impl MySqlExecutor<'e>, voucher_id: u64) -> sqlx::Result<Option<SaleRow>> {
+    sqlx::query_as(
+        "SELECT sv.stock, sv.begin_time, sv.end_time, CAST(v.status AS SIGNED) AS shelf, sv.create_time
+         FROM tb_seckill_voucher sv LEFT JOIN tb_voucher v ON v.id = sv.voucher_id
+         WHERE sv.voucher_id = ?",
+    )
+    .bind(voucher_id)
+    .fetch_optional(db)
+    .await
+}
+
+/// The hash tags of the voucher's segments 1.. (comma-separated, `''` for
+/// one segment), or `None` for a voucher that is not a seckill one.
+pub(in crate::seckill) async fn segment_tags<'e>(
+    db: impl MySqlExecutor<'e>,
+    voucher_id: u64,
+) -> sqlx::Result<Option<String>> {
+    sqlx::query_scalar("SELECT segment_tags FROM tb_seckill_voucher WHERE voucher_id = ?")
+        .bind(voucher_id)
+        .fetch_optional(db)
+        .await
+}
+
+/// Whether the voucher is on the shelf, read under a shared lock taken
+/// first in the order's transaction: an admin taking it off the shelf waits
+/// for the orders that read it on, and every order after sees it off. (The
+/// shared lock before the stock row's exclusive one, in every order
+/// transaction, so the admin's update can deadlock with none.)
+pub(in crate::seckill) async fn on_shelf<'e>(db: impl MySqlExecutor<'e>, voucher_id: u64) -> sqlx::Result<bool> {
+    let status: Option<i64> =
+        sqlx::query_scalar("SELECT CAST(status AS SIGNED) FROM tb_voucher WHERE id = ? LOCK IN SHARE MODE")
+            .bind(voucher_id)
+            .fetch_optional(db)
+            .await?;
+    Ok(status == Some(ON_SHELF))
+}
+
+/// Takes the voucher's row lock and reads its stock: every check made
+/// after it in the same transaction holds until the commit. `None` for a
+/// voucher that is not a seckill one.
+pub(in crate::seckill) async fn lock_stock<'e>(
+    db: impl MySqlExecutor<'e>,
+    voucher_id: u64,
+) -> sqlx::Result<Option<i32>> {
+    sqlx::query_scalar("SELECT stock FROM tb_seckill_voucher WHERE voucher_id = ? FOR UPDATE")
+        .bind(voucher_id)
+        .fetch_optional(db)
+        .await
+}
+
+/// The design card's guarded update, for `units` at once: `false` when the
+/// row has fewer than `units` left, and then nothing changed.
+pub(in crate::seckill) async fn take_stock<'e>(
+    db: impl MySqlExecutor<'e>,
+    voucher_id: u64,
+    units: u64,
+) -> sqlx::Result<bool> {
+    let taken = sqlx::query("UPDATE tb_seckill_voucher SET stock = stock - ? WHERE voucher_id = ? AND stock >= ?")
+        .bind(units)
+        .bind(voucher_id)
+        .bind(units)
+        .execute(db)
+        .await?
+        .rows_affected();
+    Ok(taken == 1)
+}
+
+/// The admin's correction of the stock row (its lock held by the caller).
+pub(in crate::seckill) async fn set_stock<'e>(
+    db: impl MySqlExecutor<'e>,
+    voucher_id: u64,
+    stock: i32,
+) -> sqlx::Result<()> {
+    sqlx::query("UPDATE tb_seckill_voucher SET stock = ? WHERE voucher_id = ?")
+        .bind(stock)
+        .bind(voucher_id)
+        .execute(db)
+        .await?;
+    Ok(())
+}
+
+/// Units back into the voucher's stock (its row lock held by the caller).
+pub(in crate::seckill) async fn give_back<'e>(
+    db: impl MySqlExecutor<'e>,
+    voucher_id: u64,
+    units: u64,
+) -> sqlx::Result<()> {
+    sqlx::query("UPDATE tb_seckill_voucher SET stock = stock + ? WHERE voucher_id = ?")
+        .bind(units)
+        .bind(voucher_id)
+        .execute(db)
+        .await?;
+    Ok(())
+}
