@@ -9,32 +9,22 @@
 //! there is no update route) and whether the voucher sold out, so refused
 //! requests cost no database work beyond one stock read per second.
 
+mod gate;
+
 use std::{
     collections::HashMap,
-    sync::{
-        Arc, Mutex,
-        atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering},
-    },
+    sync::{Arc, Mutex},
+    time::Duration,
 };
 
-use std::time::{Duration, Instant};
-
-use chrono::NaiveDateTime;
+pub(super) use gate::{Gate, SaleWindow};
 use sqlx::MySqlPool;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::recent::RecentIds;
 use crate::seckill::{
     error::{SeckillError, SeckillResult},
     store,
 };
-
-/// How long a sold-out voucher is answered from memory before one request
-/// reads its stock again: stock can come back (the admin's stock route,
-/// served by another instance; a cancelled order), and each instance learns
-/// of it this soon, at
-/// the price of one primary-key read per second per sold-out voucher.
-const SOLD_OUT_RECHECK: Duration = Duration::from_secs(1);
 
 /// How long an id found missing is answered 404 without a look at MariaDB.
 const MISSING_MEMORY: Duration = Duration::from_secs(5);
@@ -54,113 +44,6 @@ pub(super) struct VoucherGates {
     gates: Arc<Mutex<HashMap<u64, Arc<Gate>>>>,
     /// Ids recently found to be no seckill voucher.
     missing: Arc<RecentIds>,
-}
-
-/// The sale window of a seckill voucher, in UTC.
-#[derive(Debug, Clone, Copy)]
-pub(super) struct SaleWindow {
-    pub(crate) begin: NaiveDateTime,
-    pub(crate) end: NaiveDateTime,
-}
-
-pub(super) struct Gate {
-    pub(crate) window: SaleWindow,
-    row: Arc<Semaphore>,
-    sold_out: AtomicBool,
-    /// When MariaDB last said 0, in ms since `created`.
-    sold_out_seen_ms: AtomicU64,
-    /// One request at a time reads the stock again.
-    rechecking: AtomicBool,
-    created: Instant,
-    /// Orders of this instance waiting for the row (or for their group).
-    waiting: AtomicUsize,
-    queue_max: usize,
-}
-
-/// A place in a gate's queue, given back when dropped.
-pub(super) struct QueueSlot(Arc<Gate>);
-
-impl Drop for QueueSlot {
-    fn drop(&mut self) {
-        self.0.waiting.fetch_sub(1, Ordering::AcqRel);
-    }
-}
-
-impl Gate {
-    /// The checks that need no table: the sale window, then the sold-out
-    /// flag. `now` is UTC.
-    pub(super) fn admit(&self, now: NaiveDateTime) -> SeckillResult<()> {
-        if now < self.window.begin {
-            return Err(SeckillError::NotStarted);
-        }
-        if now >= self.window.end {
-            return Err(SeckillError::Ended);
-        }
-        if self.is_sold_out() {
-            return Err(SeckillError::SoldOut);
-        }
-        Ok(())
-    }
-
-    /// A place in the queue for the voucher's row, or `Busy` (503 with
-    /// `Retry-After`) when
-    /// `HOT_ROW_QUEUE_MAX` orders already wait: beyond that an order would
-    /// only wait out its deadline.
-    pub(super) fn queue_slot(self: &Arc<Self>) -> SeckillResult<QueueSlot> {
-        if self.waiting.fetch_add(1, Ordering::AcqRel) >= self.queue_max {
-            self.waiting.fetch_sub(1, Ordering::AcqRel);
-            return Err(SeckillError::Busy("too many orders wait for this voucher on this instance"));
-        }
-        Ok(QueueSlot(self.clone()))
-    }
-
-    /// Waits for a turn at the voucher's row.
-    pub(super) async fn enter(&self) -> OwnedSemaphorePermit {
-        self.row.clone().acquire_owned().await.expect("gate semaphores are never closed")
-    }
-
-    /// Stock is known to be back: sells again.
-    fn sell_again(&self) {
-        self.sold_out.store(false, Ordering::Release);
-    }
-
-    pub(super) fn is_sold_out(&self) -> bool {
-        self.sold_out.load(Ordering::Acquire)
-    }
-
-    /// Only for a stock of 0 that MariaDB reported as committed (the
-    /// conditional UPDATE matched no row, or a plain read saw 0). The flag
-    /// may hide stock added later for at most `SOLD_OUT_RECHECK`.
-    pub(super) fn mark_sold_out(&self) {
-        self.sold_out_seen_ms.store(self.elapsed_ms(), Ordering::Release);
-        self.sold_out.store(true, Ordering::Release);
-    }
-
-    /// True for the one caller that should read the stock again now: the
-    /// voucher is sold out here, MariaDB said so longer ago than
-    /// `SOLD_OUT_RECHECK`, and nobody else is reading it.
-    fn recheck_due(&self) -> bool {
-        self.is_sold_out()
-            && self.elapsed_ms().saturating_sub(self.sold_out_seen_ms.load(Ordering::Acquire))
-                >= SOLD_OUT_RECHECK.as_millis() as u64
-            && self.rechecking.compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire).is_ok()
-    }
-
-    /// What the recheck read: stock back on sale, or still none (or no
-    /// answer, which changes nothing).
-    fn recheck_done(&self, stock: Option<i32>) {
-        match stock {
-            Some(left) if left > 0 => self.sell_again(),
-            Some(_) => self.mark_sold_out(),
-            // Not read: again in a second, not at the next request.
-            None => self.sold_out_seen_ms.store(self.elapsed_ms(), Ordering::Release),
-        }
-        self.rechecking.store(false, Ordering::Release);
-    }
-
-    fn elapsed_ms(&self) -> u64 {
-        u64::try_from(self.created.elapsed().as_millis()).unwrap_or(u64::MAX)
-    }
 }
 
 impl VoucherGates {
@@ -261,18 +144,7 @@ impl VoucherGates {
         }
         let gate = gates
             .entry(voucher_id)
-            .or_insert_with(|| {
-                Arc::new(Gate {
-                    window,
-                    row: Arc::new(Semaphore::new(self.permits_per_voucher)),
-                    sold_out: AtomicBool::new(false),
-                    sold_out_seen_ms: AtomicU64::new(0),
-                    rechecking: AtomicBool::new(false),
-                    created: Instant::now(),
-                    waiting: AtomicUsize::new(0),
-                    queue_max: self.queue_max,
-                })
-            })
+            .or_insert_with(|| Arc::new(Gate::new(window, self.permits_per_voucher, self.queue_max)))
             .clone();
         if stock <= 0 {
             gate.mark_sold_out();
@@ -346,7 +218,7 @@ mod tests {
         let gate = open_sale(&gates, 1, 0);
         assert!(!gate.recheck_due(), "MariaDB said 0 a moment ago");
         // As if MariaDB said 0 longer ago than the recheck interval.
-        std::thread::sleep(super::SOLD_OUT_RECHECK + Duration::from_millis(5));
+        std::thread::sleep(super::gate::SOLD_OUT_RECHECK + Duration::from_millis(5));
         gate.sold_out_seen_ms.store(0, Ordering::Release);
         assert!(gate.recheck_due(), "the first caller reads the stock again");
         assert!(!gate.recheck_due(), "only one caller at a time");
