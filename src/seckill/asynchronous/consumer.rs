@@ -1,13 +1,9 @@
 //! The asynchronous mode's consumer: every instance reads the order streams
 //! of the active vouchers as one consumer (named by `INSTANCE_ID`) of group
-//! `orders`, and persists each batch in one MariaDB transaction: one
-//! multi-row insert and one stock update by the number of rows inserted.
-//!
-//! Redelivery is harmless: a batch first takes the voucher's row lock, then
-//! skips every entry that already has its row or was dead-lettered, so an
-//! entry persisted before never adds a row or takes stock twice.
-//! The same row lock orders persistence against dead-lettering (`recovery`),
-//! so an order is either persisted or given back, never both.
+//! `orders`, and hands what it reads to `batch.rs`, which persists each
+//! batch in one transaction under the voucher's row lock. The same lock
+//! orders persistence against dead-lettering (`recovery`), so an order is
+//! either persisted or given back, never both.
 //!
 //! A voucher sold in segments has a stream per segment, each read and
 //! persisted as a voucher's; the borrows between its segments whose
@@ -19,7 +15,6 @@ use std::{
     time::Duration,
 };
 
-use chrono::DateTime;
 use hmdp_redis::Redis;
 use redis::{
     AsyncCommands,
@@ -30,17 +25,14 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::{
-    converge::converge,
+    batch::Batch,
     mirror,
     recovery::Recovery,
-    stream::{Entry, GROUP, PersistError, acknowledge},
+    stream::{GROUP, PersistError},
 };
 use crate::{
     keys::{Keys, SeckillKeys},
-    seckill::{
-        segments::{SegmentMaps, Segments},
-        store::{self, NewOrder, OrderOwner},
-    },
+    seckill::segments::{SegmentMaps, Segments},
 };
 
 /// How long one XREADGROUP waits for new entries; also how late the
@@ -309,112 +301,8 @@ impl Consumer {
         }
     }
 
-    /// Persists what can be persisted and acknowledges it. A batch the
-    /// database refuses is retried entry by entry, so one bad entry holds up
-    /// no other; the bad one stays pending until recovery retries it or, past
-    /// the delivery limit, dead-letters it.
     async fn handle(&self, stream: &Stream, raw: Vec<StreamId>) {
-        let (voucher, sk) = (stream.voucher, stream.keys());
-        let mut entries = Vec::with_capacity(raw.len());
-        for r in &raw {
-            match Entry::parse(r) {
-                Some(entry) => entries.push(entry),
-                None => self.recovery.dead_letter_malformed(sk, voucher, r).await,
-            }
-        }
-        if entries.is_empty() {
-            return;
-        }
-        match self.persist(stream, &entries).await {
-            Ok(()) => {}
-            Err(PersistError::Unavailable(err)) => {
-                metrics::counter!("hmdp_async_consumer_failures_total", "what" => "batch_unavailable").increment(1);
-                tracing::warn!(voucher, count = entries.len(), error = %format!("{err:#}"), "batch not persisted; will retry");
-            }
-            Err(PersistError::Refused(err)) => {
-                metrics::counter!("hmdp_async_consumer_failures_total", "what" => "batch_refused").increment(1);
-                tracing::warn!(voucher, count = entries.len(), error = %format!("{err:#}"), "batch refused; persisting one by one");
-                for entry in &entries {
-                    match self.persist(stream, std::slice::from_ref(entry)).await {
-                        Ok(()) => {}
-                        Err(PersistError::Refused(err)) => {
-                            self.recovery.refused(&stream.segments, sk, voucher, entry, &format!("{err:#}")).await;
-                        }
-                        Err(PersistError::Unavailable(err)) => {
-                            tracing::warn!(voucher, order_id = entry.order_id, error = %format!("{err:#}"), "order not persisted; will retry");
-                        }
-                    }
-                }
-            }
-        }
-    }
-
-    /// One transaction for the batch, then the acknowledgement.
-    async fn persist(&self, stream: &Stream, entries: &[Entry]) -> Result<(), PersistError> {
-        let (voucher, sk) = (stream.voucher, stream.keys());
-        let mut tx = self.db.begin().await?;
-        // The voucher's row lock: batches and dead-lettering of one voucher
-        // take turns, so the checks below stay true until the commit.
-        let db_stock = store::lock_stock(&mut *tx, voucher).await?.ok_or(sqlx::Error::RowNotFound)?;
-        // Dead-lettered and given back already: never persisted after that.
-        let order_ids: Vec<i64> = entries.iter().map(|e| e.order_id).collect();
-        let failed: Vec<Option<String>> =
-            redis::cmd("HMGET").arg(&sk.failed).arg(&order_ids).query_async(&mut self.redis.clone()).await?;
-        let mut candidates: Vec<&Entry> =
-            entries.iter().zip(&failed).filter(|(_, f)| f.is_none()).map(|(e, _)| e).collect();
-        let ids: Vec<i64> = candidates.iter().map(|e| e.order_id).collect();
-        let persisted = store::existing_orders(&mut *tx, &ids).await?;
-        // A row under the id with another owner is not this order: a
-        // collision (an id sequence that went backwards). Alarmed and
-        // refused, so the order is dead-lettered and its unit given back,
-        // instead of acknowledged as if it had been persisted.
-        if let Some(clash) = candidates.iter().find(|e| {
-            persisted
-                .get(&e.order_id)
-                .is_some_and(|owner| *owner != OrderOwner { user_id: e.user_id, voucher_id: voucher })
-        }) {
-            metrics::counter!("hmdp_order_id_collisions_total").increment(1);
-            tracing::error!(
-                order_id = clash.order_id,
-                user_id = clash.user_id,
-                voucher,
-                held_by = ?persisted.get(&clash.order_id),
-                "order id collision: another order's row holds this id"
-            );
-            return Err(PersistError::Refused(anyhow::anyhow!(
-                "order id {} is held by another order's row",
-                clash.order_id
-            )));
-        }
-        candidates.retain(|e| !persisted.contains_key(&e.order_id));
-        // Redis accepted more than MariaDB has: Redis learns the row's stock
-        // now, so it stops accepting orders the database cannot honour.
-        if i64::from(db_stock) < candidates.len() as i64 {
-            converge(&mut tx, &self.redis, &stream.segments, voucher, db_stock.into()).await?;
-            return Err(PersistError::Refused(anyhow::anyhow!(
-                "MariaDB has {db_stock} left, fewer than the {} orders accepted in Redis",
-                candidates.len()
-            )));
-        }
-        if !candidates.is_empty() {
-            let orders: Vec<NewOrder> = candidates
-                .iter()
-                .map(|e| NewOrder {
-                    id: e.order_id,
-                    user_id: e.user_id,
-                    create_time: Some(DateTime::from_timestamp_millis(e.ts_ms).unwrap_or_default().naive_utc()),
-                })
-                .collect();
-            let inserted = store::insert_orders(&mut *tx, voucher, &orders).await?;
-            if !store::take_stock(&mut *tx, voucher, inserted).await? {
-                return Err(PersistError::Refused(anyhow::anyhow!(
-                    "MariaDB has less stock than {inserted} orders accepted in Redis"
-                )));
-            }
-        }
-        tx.commit().await?;
-        acknowledge(&self.redis, sk, entries).await?;
-        tracing::debug!(voucher, batch = entries.len(), inserted = candidates.len(), "batch persisted");
-        Ok(())
+        let batch = Batch { db: &self.db, redis: &self.redis, recovery: &self.recovery };
+        batch.handle(stream.voucher, &stream.segments, stream.keys(), raw).await;
     }
 }

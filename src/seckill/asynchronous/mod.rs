@@ -12,6 +12,7 @@
 //! letters), `reconcile` (Redis against MariaDB). A voucher sold in
 //! segments is all of this once per segment (`seckill::segments`).
 
+mod batch;
 mod consumer;
 mod converge;
 mod load;
