@@ -4,6 +4,7 @@
 
 mod admin;
 mod model;
+mod rules;
 mod store;
 
 use std::sync::Arc;
@@ -17,7 +18,8 @@ use axum::{
 use sqlx::MySqlPool;
 
 pub(crate) use admin::Admin;
-pub(crate) use model::{Invalid, OrdinaryVoucherSchema, SeckillVoucherSchema, VoucherForm, VoucherView};
+pub(crate) use model::{OrdinaryVoucherSchema, SeckillVoucherSchema, VoucherForm, VoucherView};
+pub(crate) use rules::Invalid;
 
 use crate::{
     config::{Config, TrustedProxies},

@@ -1,47 +1,14 @@
-//! Voucher shapes on the wire and in the tables, and the rules a voucher
-//! must follow before it is written.
+//! Voucher shapes on the wire and in the tables (the rules a voucher must
+//! follow before it is written are `rules.rs`).
 
-use chrono::{DateTime, FixedOffset, NaiveDate, NaiveDateTime, SubsecRound};
+use chrono::{DateTime, FixedOffset, NaiveDateTime};
 use serde::{Deserialize, Serialize};
 
 use crate::{http::whole, salepath::Guard};
 
-/// A voucher the admin described wrongly; answered 400 with the reason.
-#[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub(crate) struct Invalid(String);
-
-impl Invalid {
-    fn new(why: impl Into<String>) -> Self {
-        Self(why.into())
-    }
-}
-
 pub(super) const TYPE_ORDINARY: u8 = 0;
 pub(super) const TYPE_SECKILL: u8 = 1;
 pub(super) const STATUS_ON_SHELF: u8 = 1;
-const MAX_TITLE: usize = 255;
-const MAX_RULES: usize = 1024;
-/// The most buyers a guarded voucher admits per second.
-const MAX_ADMIT_PER_SECOND: u32 = 1_000_000;
-/// The most segments a voucher is sold in (`hmdp_segments::MAX_SEGMENTS`).
-const MAX_SEGMENTS: u8 = hmdp_segments::MAX_SEGMENTS as u8;
-
-/// What a title may not consist of alone: Unicode's white space, which
-/// `char::is_whitespace` knows, and the byte-order mark, which ECMAScript's
-/// `\s` counts. The schema's pattern lists the same characters one by one,
-/// as `\s` means something else in every regex engine a client may check
-/// it with (ECMAScript, Python, Rust).
-fn is_blank(c: char) -> bool {
-    c.is_whitespace() || c == '\u{feff}'
-}
-
-/// What a `DATETIME` column holds; an offset can push a valid-looking time
-/// (year 9999 at -01:00) outside it.
-const STORABLE_TIMES: std::ops::RangeInclusive<NaiveDateTime> =
-    NaiveDate::from_ymd_opt(1000, 1, 1).expect("valid").and_hms_opt(0, 0, 0).expect("valid")
-        ..=NaiveDate::from_ymd_opt(9999, 12, 31).expect("valid").and_hms_opt(23, 59, 59).expect("valid");
-
 /// What an admin posts. Unknown fields are rejected, so a typo such as
 /// `stok` is a 400 instead of a voucher silently created without stock.
 #[derive(Debug, Deserialize, Serialize, utoipa::ToSchema)]
@@ -192,108 +159,6 @@ pub(crate) struct NewSeckill {
     pub(crate) admit_per_second: Option<u32>,
     pub(crate) begin_time: DateTime<FixedOffset>,
     pub(crate) end_time: DateTime<FixedOffset>,
-}
-
-impl VoucherForm {
-    pub(crate) fn into_ordinary(self) -> Result<NewVoucher, Invalid> {
-        if self.stock.is_some()
-            || self.begin_time.is_some()
-            || self.end_time.is_some()
-            || self.segments.is_some()
-            || self.guard.is_some()
-            || self.admit_per_second.is_some()
-        {
-            return Err(Invalid::new(
-                "stock, beginTime, endTime, segments, guard and admitPerSecond belong to POST /voucher/seckill",
-            ));
-        }
-        if self.kind.is_some_and(|k| k != TYPE_ORDINARY) {
-            return Err(Invalid::new("type must be 0 here; seckill vouchers go to POST /voucher/seckill"));
-        }
-        self.common(TYPE_ORDINARY)
-    }
-
-    pub(crate) fn into_seckill(mut self) -> Result<(NewVoucher, NewSeckill), Invalid> {
-        if self.kind.is_some_and(|k| k != TYPE_SECKILL) {
-            return Err(Invalid::new("type must be 1 for a seckill voucher"));
-        }
-        let stock = self.stock.take().ok_or_else(|| Invalid::new("stock is required"))?;
-        let stock = i32::try_from(stock)
-            .ok()
-            .filter(|s| *s >= 0)
-            .ok_or_else(|| Invalid::new(format!("stock must be between 0 and {}", i32::MAX)))?;
-        // A `DATETIME` keeps whole seconds (MariaDB drops the rest), so the
-        // window is judged as it will be stored: 10:00:00 to 10:00:00.35
-        // is an empty window, not a 500 from the table's CHECK.
-        let begin_time = self.begin_time.take().ok_or_else(|| Invalid::new("beginTime is required"))?.trunc_subsecs(0);
-        let end_time = self.end_time.take().ok_or_else(|| Invalid::new("endTime is required"))?.trunc_subsecs(0);
-        if begin_time >= end_time {
-            return Err(Invalid::new(
-                "beginTime must be before endTime, to the second (times are kept in whole seconds)",
-            ));
-        }
-        for (field, time) in [("beginTime", begin_time), ("endTime", end_time)] {
-            if !STORABLE_TIMES.contains(&time.naive_utc()) {
-                return Err(Invalid::new(format!(
-                    "{field} must be between 1000-01-01 and 9999-12-31 (UTC), the range MariaDB can store"
-                )));
-            }
-        }
-        let segments = self.segments.take().unwrap_or(1);
-        let segments = u8::try_from(segments)
-            .ok()
-            .filter(|n| (1..=MAX_SEGMENTS).contains(n))
-            .ok_or_else(|| Invalid::new(format!("segments must be between 1 and {MAX_SEGMENTS}")))?;
-        let guard = match self.guard.take() {
-            None => Guard::None,
-            Some(name) => Guard::parse(&name).ok_or_else(|| Invalid::new("guard must be none, path or challenge"))?,
-        };
-        let admit_per_second = match self.admit_per_second.take() {
-            None => None,
-            Some(rate) => {
-                Some(u32::try_from(rate).ok().filter(|r| (1..=MAX_ADMIT_PER_SECOND).contains(r)).ok_or_else(|| {
-                    Invalid::new(format!("admitPerSecond must be between 1 and {MAX_ADMIT_PER_SECOND}"))
-                })?)
-            }
-        };
-        let voucher = self.common(TYPE_SECKILL)?;
-        Ok((voucher, NewSeckill { stock, segments, guard, admit_per_second, begin_time, end_time }))
-    }
-
-    fn common(self, kind: u8) -> Result<NewVoucher, Invalid> {
-        // Counted as sent, as the schema's maxLength counts.
-        if self.title.chars().count() > MAX_TITLE || self.sub_title.chars().count() > MAX_TITLE {
-            return Err(Invalid::new(format!("title and subTitle are at most {MAX_TITLE} characters")));
-        }
-        let title = self.title.trim_matches(is_blank).to_owned();
-        if title.is_empty() {
-            return Err(Invalid::new("title must not be empty"));
-        }
-        if self.rules.chars().count() > MAX_RULES {
-            return Err(Invalid::new(format!("rules are at most {MAX_RULES} characters")));
-        }
-        // An id is at most i64::MAX everywhere (paths, the OpenAPI schema).
-        if self.shop_id == 0 || i64::try_from(self.shop_id).is_err() {
-            return Err(Invalid::new(format!("shopId must be between 1 and {}", i64::MAX)));
-        }
-        if self.pay_value < 0 || self.actual_value < 0 {
-            return Err(Invalid::new("payValue and actualValue must be >= 0"));
-        }
-        let status = self.status.unwrap_or(STATUS_ON_SHELF);
-        if !(1..=3).contains(&status) {
-            return Err(Invalid::new("status must be 1 (on shelf), 2 (off shelf) or 3 (expired)"));
-        }
-        Ok(NewVoucher {
-            shop_id: self.shop_id,
-            title,
-            sub_title: self.sub_title,
-            rules: self.rules,
-            pay_value: self.pay_value,
-            actual_value: self.actual_value,
-            kind,
-            status,
-        })
-    }
 }
 
 /// A voucher as listed, with its seckill fields when it has them.
