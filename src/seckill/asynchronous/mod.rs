@@ -22,6 +22,7 @@ mod reconcile;
 mod recovery;
 mod replica_wait;
 mod stream;
+mod verdict;
 
 use std::{collections::HashSet, sync::Arc, time::Duration};
 

@@ -15,7 +15,7 @@ use hmdp_segments::Refill;
 use redis::{AsyncCommands, Script};
 use sqlx::MySqlPool;
 
-use super::{mirror::Mirror, replica_wait::ReplicaWait};
+use super::{mirror::Mirror, replica_wait::ReplicaWait, verdict::Verdict};
 use crate::{
     dependency::redis_unreachable,
     ids::OrderIdGenerator,
@@ -271,45 +271,5 @@ async fn refill(segments: &Segments, segment: usize, deadline: tokio::time::Inst
         Refill::Unsettled => Err(SeckillError::unavailable(
             "units of this voucher are moving between its segments; ask again in a moment",
         )),
-    }
-}
-
-/// What `lua/seckill_order.lua` answers, in its numbers' order.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Verdict {
-    /// 0: a unit taken, the order pending in the stream.
-    Accepted,
-    /// 1: the voucher's keys are not in Redis (yet, or any more).
-    NotLoaded,
-    /// 2
-    NotStarted,
-    /// 3
-    Ended,
-    /// 4: the user is among the voucher's buyers.
-    AlreadyBought,
-    /// 5: the buyer's segment (the whole stock, unsegmented) is empty.
-    Dry,
-    /// 6
-    OffShelf,
-    /// 7: the sale path was spent by another order.
-    PathUsed,
-    /// A number the script does not answer: a script and a service of
-    /// different versions.
-    Unknown(i64),
-}
-
-impl From<i64> for Verdict {
-    fn from(answer: i64) -> Self {
-        match answer {
-            0 => Self::Accepted,
-            1 => Self::NotLoaded,
-            2 => Self::NotStarted,
-            3 => Self::Ended,
-            4 => Self::AlreadyBought,
-            5 => Self::Dry,
-            6 => Self::OffShelf,
-            7 => Self::PathUsed,
-            other => Self::Unknown(other),
-        }
     }
 }

@@ -1,0 +1,42 @@
+//! The order script's answers, named: what placing an order does next
+//! reads as words, not as the script's numbers.
+
+/// What `lua/seckill_order.lua` answers, in its numbers' order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Verdict {
+    /// 0: a unit taken, the order pending in the stream.
+    Accepted,
+    /// 1: the voucher's keys are not in Redis (yet, or any more).
+    NotLoaded,
+    /// 2
+    NotStarted,
+    /// 3
+    Ended,
+    /// 4: the user is among the voucher's buyers.
+    AlreadyBought,
+    /// 5: the buyer's segment (the whole stock, unsegmented) is empty.
+    Dry,
+    /// 6
+    OffShelf,
+    /// 7: the sale path was spent by another order.
+    PathUsed,
+    /// A number the script does not answer: a script and a service of
+    /// different versions.
+    Unknown(i64),
+}
+
+impl From<i64> for Verdict {
+    fn from(answer: i64) -> Self {
+        match answer {
+            0 => Self::Accepted,
+            1 => Self::NotLoaded,
+            2 => Self::NotStarted,
+            3 => Self::Ended,
+            4 => Self::AlreadyBought,
+            5 => Self::Dry,
+            6 => Self::OffShelf,
+            7 => Self::PathUsed,
+            other => Self::Unknown(other),
+        }
+    }
+}
