@@ -38,6 +38,7 @@ use tokio::{net::TcpStream, sync::Semaphore};
 use crate::{
     audit,
     report::{Outcome, Recorder},
+    voucher::{self, SaleVoucher},
 };
 
 /// The hidden first argument that makes this binary one part of a crowd.
@@ -402,29 +403,17 @@ fn is_expected(what: &str) -> bool {
     is_final(what) || matches!(what, "DUPLICATE_ORDER" | "TOO_MANY_REQUESTS" | "UNAVAILABLE")
 }
 
+/// The crowd's voucher: its window opens at the opening instant.
 async fn create_voucher(client: &reqwest::Client, args: &CrowdArgs, open_at_ms: u64) -> anyhow::Result<u64> {
-    let begin = chrono::DateTime::from_timestamp_millis(open_at_ms as i64).context("the opening instant")?;
-    let mut body = json!({
-        "shopId": 1, "title": format!("crowd of {}, stock {}", args.connections, args.stock),
-        "payValue": 100, "actualValue": 1000, "type": 1, "stock": args.stock,
-        "beginTime": begin.to_rfc3339(),
-        "endTime": (begin + chrono::Duration::hours(2)).to_rfc3339(),
-    });
-    if let Some(guard) = &args.guard {
-        body["guard"] = json!(guard);
-    }
-    if let Some(rate) = args.admit_per_second {
-        body["admitPerSecond"] = json!(rate);
-    }
-    let answer: Value = client
-        .post(format!("{}/voucher/seckill", args.base_url.trim_end_matches('/')))
-        .header("x-admin-key", &args.admin_key)
-        .json(&body)
-        .send()
-        .await?
-        .json()
-        .await?;
-    answer["data"].as_u64().with_context(|| format!("creating the voucher: {answer}"))
+    let sale = SaleVoucher {
+        title: format!("crowd of {}, stock {}", args.connections, args.stock),
+        stock: args.stock,
+        begin: chrono::DateTime::from_timestamp_millis(open_at_ms as i64).context("the opening instant")?,
+        segments: 1,
+        guard: args.guard.as_deref(),
+        admit_per_second: args.admit_per_second,
+    };
+    voucher::create(client, &args.base_url, &args.admin_key, &sale).await
 }
 
 fn unix_ms() -> u64 {

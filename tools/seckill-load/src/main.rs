@@ -22,6 +22,7 @@ mod cpu;
 mod crowd;
 mod guarded;
 mod report;
+mod voucher;
 
 use std::{
     collections::BTreeMap,
@@ -706,34 +707,18 @@ async fn load_tokens(args: &Args, db: &sqlx::MySqlPool) -> anyhow::Result<Vec<Us
     Ok(users.into_iter().map(|u| User { id: Some(u.id), token: u.token }).collect())
 }
 
+/// The sale's voucher: open since a minute ago.
 async fn create_voucher(client: &reqwest::Client, args: &Args, stock: i64) -> anyhow::Result<u64> {
     let key = args.admin_key.as_deref().context("--stock needs ADMIN_KEY")?;
-    let now = chrono::Utc::now();
-    let mut body = json!({
-        "shopId": 1, "title": format!("load test, stock {stock}"), "payValue": 100, "actualValue": 1000,
-        "type": 1, "stock": stock,
-        "beginTime": (now - chrono::Duration::minutes(1)).to_rfc3339(),
-        "endTime": (now + chrono::Duration::hours(2)).to_rfc3339(),
-    });
-    // Sent only when asked for: a service without segments (an older
-    // build, the course's own) refuses the unknown field.
-    if args.segments > 1 {
-        body["segments"] = json!(args.segments);
-    }
-    if let Some(guard) = &args.guard.guard {
-        body["guard"] = json!(guard);
-    }
-    if let Some(rate) = args.guard.admit_per_second {
-        body["admitPerSecond"] = json!(rate);
-    }
-    let resp = client
-        .post(format!("{}/voucher/seckill", args.base_url.trim_end_matches('/')))
-        .header("x-admin-key", key)
-        .json(&body)
-        .send()
-        .await?;
-    let answer: Value = resp.json().await?;
-    answer["data"].as_u64().with_context(|| format!("creating the voucher: {answer}"))
+    let sale = voucher::SaleVoucher {
+        title: format!("load test, stock {stock}"),
+        stock,
+        begin: chrono::Utc::now() - chrono::Duration::minutes(1),
+        segments: args.segments,
+        guard: args.guard.guard.as_deref(),
+        admit_per_second: args.guard.admit_per_second,
+    };
+    voucher::create(client, &args.base_url, key, &sale).await
 }
 
 async fn show_progress(done: Arc<AtomicUsize>, total: usize) {
