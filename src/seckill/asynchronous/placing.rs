@@ -64,6 +64,7 @@ impl Placing {
         let segment = segments.of_user(user_id);
         let keys = segments.keys()[segment].clone();
         let order_id = self.order_ids.next().await?;
+        let owner = store::OrderOwner { user_id, voucher_id };
         let redis = &self.redis;
         let deadline = tokio::time::Instant::now() + self.deadline;
         let mut loaded_once = false;
@@ -84,7 +85,7 @@ impl Placing {
                         tokio::time::sleep(RETRY_PAUSE).await;
                         continue;
                     }
-                    return self.out_of_time(&keys, store::OrderOwner { user_id, voucher_id }, order_id, err).await;
+                    return self.out_of_time(&keys, owner, order_id, err).await;
                 }
                 Err(err) => return Err(err.into()),
             };
@@ -101,10 +102,7 @@ impl Placing {
                 }
                 Verdict::NotStarted => return Err(SeckillError::NotStarted),
                 Verdict::Ended => return Err(SeckillError::Ended),
-                Verdict::AlreadyBought => {
-                    let owner = store::OrderOwner { user_id, voucher_id };
-                    return self.already_bought(&keys, owner, order_id, uncertain).await;
-                }
+                Verdict::AlreadyBought => return self.already_bought(&keys, owner, order_id, uncertain).await,
                 // The buyer's segment is dry: it borrows from the fullest,
                 // and the order is asked again there.
                 Verdict::Dry => refill(&segments, segment, deadline).await?,
