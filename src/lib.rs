@@ -12,6 +12,7 @@ pub mod auth;
 pub mod config;
 mod connect;
 pub mod dependency;
+mod errors;
 mod http;
 pub mod ids;
 pub mod keys;

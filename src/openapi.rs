@@ -40,7 +40,7 @@ use utoipa_swagger_ui::SwaggerUi;
         crate::seckill::routes::show_order,
         crate::monitoring::scrape,
     ),
-    components(schemas(crate::http::envelope::ErrorCode)),
+    components(schemas(crate::errors::ErrorCode)),
     modifiers(&Security),
     tags(
         (name = "user", description = "SMS-code login and sessions"),

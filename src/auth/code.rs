@@ -7,7 +7,10 @@ use hmdp_redis::Redis;
 use rand::Rng;
 use redis::{AsyncCommands, Script};
 
-use crate::keys::Keys;
+use crate::{
+    errors::{Coded, ErrorCode, Failure, fails_like_a_dependency},
+    keys::Keys,
+};
 
 pub(super) const CODE_LEN: usize = 6;
 const SMS_CODE_TTL: std::time::Duration = std::time::Duration::from_secs(120);
@@ -28,7 +31,19 @@ pub(crate) enum CodeError {
     #[error("wrong or expired code")]
     Wrong,
     #[error(transparent)]
-    Redis(#[from] redis::RedisError),
+    Failed(#[from] Failure),
+}
+
+fails_like_a_dependency!(CodeError);
+
+impl Coded for CodeError {
+    fn code(&self) -> ErrorCode {
+        match self {
+            Self::TooSoon => ErrorCode::TooManyRequests,
+            Self::TooManyTries | Self::Wrong => ErrorCode::Unauthorized,
+            Self::Failed(failure) => failure.code(),
+        }
+    }
 }
 
 impl CodeError {

@@ -92,7 +92,7 @@ where
         let refused = if extensions.get::<CurrentUser>().is_some() {
             return Either::Left(self.inner.call(req));
         } else if extensions.get::<SessionLookupFailed>().is_some() {
-            ApiError::Unavailable(anyhow::anyhow!("session store unreachable"))
+            ApiError::unavailable(anyhow::anyhow!("session store unreachable"))
         } else {
             ApiError::Unauthorized("login required")
         };

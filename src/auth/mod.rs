@@ -18,7 +18,7 @@ use axum::{
 use serde::{Deserialize, Serialize};
 use sqlx::MySqlPool;
 
-pub(crate) use code::{CodeError, CodeStore};
+pub(crate) use code::CodeStore;
 pub(crate) use layers::{CurrentUser, RequireLoginLayer, refresh_session};
 pub use seed::{SeededUser, seed_users};
 pub use session::{SessionStore, UserProfile};
@@ -26,7 +26,7 @@ use state::DAY;
 pub(crate) use state::{Auth, LoginLimits};
 pub use token::{Claims, TokenKeys};
 
-use phone::{InvalidPhone, validate_phone};
+use phone::validate_phone;
 
 use crate::{
     config::TrustedProxies,
@@ -38,23 +38,6 @@ use crate::{
         failures::{RateLimited, Unauthorized, Unavailable},
     },
 };
-
-impl From<InvalidPhone> for ApiError {
-    fn from(err: InvalidPhone) -> Self {
-        Self::Validation(err.to_string())
-    }
-}
-
-impl From<CodeError> for ApiError {
-    fn from(err: CodeError) -> Self {
-        match err {
-            CodeError::TooSoon => Self::TooManyRequests("a code was sent less than 60 s ago"),
-            CodeError::TooManyTries => Self::Unauthorized("too many wrong codes; request a new one"),
-            CodeError::Wrong => Self::Unauthorized("wrong or expired code"),
-            CodeError::Redis(err) => err.into(),
-        }
-    }
-}
 
 /// Routes anyone may call.
 pub(crate) fn public_routes<S>() -> Router<S>

@@ -1,9 +1,17 @@
 //! The phone numbers the service accepts.
 
+use crate::errors::{Coded, ErrorCode};
+
 /// Not a phone number the service accepts; answered 400 with this text.
 #[derive(Debug, thiserror::Error)]
 #[error("phone must be 11 digits like 13800000000")]
 pub(crate) struct InvalidPhone;
+
+impl Coded for InvalidPhone {
+    fn code(&self) -> ErrorCode {
+        ErrorCode::Validation
+    }
+}
 
 /// Mainland mobile numbers: `^1[3-9]\d{9}$`.
 pub(crate) fn validate_phone(phone: &str) -> Result<&str, InvalidPhone> {

@@ -8,6 +8,8 @@ use axum::{
 };
 use serde::Serialize;
 
+use crate::errors::ErrorCode;
+
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct Envelope<T> {
@@ -19,11 +21,11 @@ pub(crate) struct Envelope<T> {
     #[serde(skip_serializing_if = "Option::is_none")]
     error_msg: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    error_code: Option<&'static str>,
+    error_code: Option<ErrorCode>,
 }
 
 impl<T> Envelope<T> {
-    pub(crate) fn failure(msg: String, code: &'static str, data: Option<T>) -> Self {
+    pub(crate) fn failure(msg: String, code: ErrorCode, data: Option<T>) -> Self {
         Self { success: false, data, total: None, error_msg: Some(msg), error_code: Some(code) }
     }
 }
@@ -112,32 +114,4 @@ pub(crate) struct Failure {
     pub(crate) error_code: ErrorCode,
     /// DUPLICATE_ORDER only: the id of the order the user already holds.
     pub(crate) data: Option<String>,
-}
-
-/// Every errorCode the service answers with. Only described, in the
-/// OpenAPI document: answers carry the code as `ApiError::code` spells it.
-#[allow(dead_code)]
-#[derive(Serialize, utoipa::ToSchema)]
-#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
-pub(crate) enum ErrorCode {
-    Validation,
-    Unauthorized,
-    Forbidden,
-    NotFound,
-    MethodNotAllowed,
-    NotStarted,
-    Ended,
-    SoldOut,
-    DuplicateOrder,
-    OrderExpired,
-    OrderState,
-    IdempotencyInFlight,
-    IdempotencyKeyReused,
-    PathRequired,
-    PathInvalid,
-    PathExpired,
-    ChallengeInvalid,
-    TooManyRequests,
-    Unavailable,
-    Internal,
 }

@@ -1,5 +1,9 @@
 //! The one error type of the HTTP surface. Every failure, from a bad JSON
 //! body to a lost database, ends here and leaves as the contract's envelope.
+//! It knows only what HTTP itself knows (validation, auth, limits,
+//! idempotency, unknown routes); a feature's error comes with its own code
+//! and message (`crate::errors::Coded`), and the status of every code is
+//! the one table below.
 
 use axum::{
     extract::rejection::{JsonRejection, PathRejection, QueryRejection},
@@ -8,7 +12,7 @@ use axum::{
 };
 
 use super::envelope::Envelope;
-use crate::dependency::{db_failure, redis_failure};
+use crate::errors::{Coded, ErrorCode, Failure, fails_like_a_dependency};
 
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum ApiError {
@@ -22,51 +26,23 @@ pub(crate) enum ApiError {
     NotFound(&'static str),
     #[error("method not allowed")]
     MethodNotAllowed,
-    #[error("the sale has not started")]
-    NotStarted,
-    #[error("the sale has ended")]
-    Ended,
-    #[error("sold out")]
-    SoldOut,
-    /// With the id of the order the user holds, when it is known.
-    #[error("you already hold an order for this voucher")]
-    DuplicateOrder(Option<i64>),
-    #[error("the order's payment deadline has passed")]
-    OrderExpired,
-    #[error("{0}")]
-    OrderState(&'static str),
     /// The same `Idempotency-Key` while its first request still runs.
     #[error("a request with this Idempotency-Key is still running; retry shortly")]
     IdempotencyInFlight,
     /// The same `Idempotency-Key` with another request.
     #[error("this Idempotency-Key was used for another request")]
     IdempotencyKeyReused,
-    /// A guarded voucher ordered without its sale path.
-    #[error("this voucher is ordered with a sale path: POST /voucher-order/seckill/{{voucherId}}/path first")]
-    PathRequired,
-    /// Another user's or voucher's path, a forged one, or one already used.
-    #[error("this sale path is not yours, not for this voucher, or used")]
-    PathInvalid,
-    #[error("this sale path has expired; ask for another")]
-    PathExpired,
-    /// A wrong, expired, foreign or replayed solution; says which.
-    #[error("{0}")]
-    ChallengeInvalid(&'static str),
-    #[error("{0}")]
-    TooManyRequests(&'static str),
     /// A rate limit; the number is `Retry-After` in seconds.
     #[error("{0}")]
     RateLimited(&'static str, u64),
-    /// The instance, or a voucher's queue on it, holds all it can: told at
-    /// once with `Retry-After`, before any work, so a retry is safe.
+    /// The instance holds all it can: told at once with `Retry-After`,
+    /// before any work, so a retry is safe.
     #[error("{0}; retry after a second")]
     Overloaded(&'static str),
-    /// A dependency (MariaDB, Redis) cannot be reached; the cause is logged.
-    #[error("service unavailable")]
-    Unavailable(#[source] anyhow::Error),
-    /// Anything else; the cause is logged, never sent.
-    #[error("internal error")]
-    Internal(#[source] anyhow::Error),
+    /// A feature's own error, with the code and message written beside it;
+    /// also MariaDB or Redis failing (`Failure`).
+    #[error("{0}")]
+    Feature(Box<dyn Coded>),
 }
 
 pub(crate) type ApiResult<T> = Result<T, ApiError>;
@@ -76,109 +52,104 @@ pub(crate) type ApiResult<T> = Result<T, ApiError>;
 /// in about three seconds on two instances).
 const OVERLOADED_RETRY_AFTER_S: u64 = 1;
 
+/// The status of every code: the one table.
+fn status_of(code: ErrorCode) -> StatusCode {
+    match code {
+        ErrorCode::Validation | ErrorCode::ChallengeInvalid => StatusCode::BAD_REQUEST,
+        ErrorCode::Unauthorized => StatusCode::UNAUTHORIZED,
+        ErrorCode::Forbidden | ErrorCode::PathRequired | ErrorCode::PathInvalid | ErrorCode::PathExpired => {
+            StatusCode::FORBIDDEN
+        }
+        ErrorCode::NotFound => StatusCode::NOT_FOUND,
+        ErrorCode::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+        ErrorCode::NotStarted
+        | ErrorCode::Ended
+        | ErrorCode::SoldOut
+        | ErrorCode::DuplicateOrder
+        | ErrorCode::OrderExpired
+        | ErrorCode::OrderState
+        | ErrorCode::IdempotencyInFlight => StatusCode::CONFLICT,
+        ErrorCode::IdempotencyKeyReused => StatusCode::UNPROCESSABLE_ENTITY,
+        ErrorCode::TooManyRequests => StatusCode::TOO_MANY_REQUESTS,
+        ErrorCode::Overloaded | ErrorCode::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+        ErrorCode::Internal => StatusCode::INTERNAL_SERVER_ERROR,
+    }
+}
+
+impl<E: Coded> From<E> for ApiError {
+    fn from(err: E) -> Self {
+        Self::Feature(Box::new(err))
+    }
+}
+
+fails_like_a_dependency!(ApiError);
+
 impl ApiError {
     pub(crate) fn validation(msg: impl Into<String>) -> Self {
         Self::Validation(msg.into())
     }
 
     pub(crate) fn internal(err: impl Into<anyhow::Error>) -> Self {
-        Self::Internal(err.into())
+        Failure::internal(err).into()
     }
 
-    /// An error of one of the app's own libraries (ids, lock), which knows
-    /// whether it means "a dependency is unreachable"; plumbing does not.
-    pub(crate) fn dependency(unavailable: bool, err: impl Into<anyhow::Error>) -> Self {
-        if unavailable { Self::Unavailable(err.into()) } else { Self::Internal(err.into()) }
+    /// A dependency that cannot be reached; `cause` is logged, never sent.
+    pub(crate) fn unavailable(cause: anyhow::Error) -> Self {
+        Failure::Unavailable(cause).into()
     }
 
-    pub(crate) fn status(&self) -> StatusCode {
+    pub(crate) fn code(&self) -> ErrorCode {
         match self {
-            Self::Validation(_) | Self::ChallengeInvalid(_) => StatusCode::BAD_REQUEST,
-            Self::Unauthorized(_) => StatusCode::UNAUTHORIZED,
-            Self::Forbidden | Self::PathRequired | Self::PathInvalid | Self::PathExpired => StatusCode::FORBIDDEN,
-            Self::NotFound(_) => StatusCode::NOT_FOUND,
-            Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
-            Self::NotStarted
-            | Self::Ended
-            | Self::SoldOut
-            | Self::DuplicateOrder(_)
-            | Self::OrderExpired
-            | Self::OrderState(_)
-            | Self::IdempotencyInFlight => StatusCode::CONFLICT,
-            Self::IdempotencyKeyReused => StatusCode::UNPROCESSABLE_ENTITY,
-            Self::TooManyRequests(_) | Self::RateLimited(..) => StatusCode::TOO_MANY_REQUESTS,
-            Self::Overloaded(_) | Self::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
-            Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            Self::Validation(_) => ErrorCode::Validation,
+            Self::Unauthorized(_) => ErrorCode::Unauthorized,
+            Self::Forbidden => ErrorCode::Forbidden,
+            Self::NotFound(_) => ErrorCode::NotFound,
+            Self::MethodNotAllowed => ErrorCode::MethodNotAllowed,
+            Self::IdempotencyInFlight => ErrorCode::IdempotencyInFlight,
+            Self::IdempotencyKeyReused => ErrorCode::IdempotencyKeyReused,
+            Self::RateLimited(..) => ErrorCode::TooManyRequests,
+            Self::Overloaded(_) => ErrorCode::Overloaded,
+            Self::Feature(err) => err.code(),
         }
     }
 
-    pub(crate) fn code(&self) -> &'static str {
-        match self {
-            Self::Validation(_) => "VALIDATION",
-            Self::Unauthorized(_) => "UNAUTHORIZED",
-            Self::Forbidden => "FORBIDDEN",
-            Self::NotFound(_) => "NOT_FOUND",
-            Self::MethodNotAllowed => "METHOD_NOT_ALLOWED",
-            Self::NotStarted => "NOT_STARTED",
-            Self::Ended => "ENDED",
-            Self::SoldOut => "SOLD_OUT",
-            Self::DuplicateOrder(_) => "DUPLICATE_ORDER",
-            Self::OrderExpired => "ORDER_EXPIRED",
-            Self::OrderState(_) => "ORDER_STATE",
-            Self::IdempotencyInFlight => "IDEMPOTENCY_IN_FLIGHT",
-            Self::IdempotencyKeyReused => "IDEMPOTENCY_KEY_REUSED",
-            Self::PathRequired => "PATH_REQUIRED",
-            Self::PathInvalid => "PATH_INVALID",
-            Self::PathExpired => "PATH_EXPIRED",
-            Self::ChallengeInvalid(_) => "CHALLENGE_INVALID",
-            Self::TooManyRequests(_) | Self::RateLimited(..) => "TOO_MANY_REQUESTS",
-            Self::Overloaded(_) => "OVERLOADED",
-            Self::Unavailable(_) => "UNAVAILABLE",
-            Self::Internal(_) => "INTERNAL",
+    /// For people: a failure's cause is logged, never sent.
+    fn message(&self) -> String {
+        match self.code() {
+            ErrorCode::Unavailable => "service unavailable".to_owned(),
+            ErrorCode::Internal => "internal error".to_owned(),
+            _ => self.to_string(),
         }
+    }
+
+    fn retry_after(&self) -> Option<u64> {
+        match self {
+            Self::RateLimited(_, seconds) => Some(*seconds),
+            Self::Feature(err) => err.retry_after(),
+            _ => None,
+        }
+        .or((self.code() == ErrorCode::Overloaded).then_some(OVERLOADED_RETRY_AFTER_S))
     }
 }
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        match &self {
-            Self::Internal(cause) => {
-                tracing::error!(error = format!("{cause:#}"), "request failed")
-            }
-            Self::Unavailable(cause) => {
-                tracing::warn!(error = format!("{cause:#}"), "dependency unavailable")
-            }
+        let code = self.code();
+        match code {
+            ErrorCode::Internal => tracing::error!(error = %self, "request failed"),
+            ErrorCode::Unavailable => tracing::warn!(error = %self, "dependency unavailable"),
             _ => {}
         }
-        // The order a duplicate ran into, so a client told "failed" after a
-        // lost answer can find it. Order ids are strings on the wire.
         let data = match &self {
-            Self::DuplicateOrder(Some(id)) => Some(id.to_string()),
+            Self::Feature(err) => err.data(),
             _ => None,
         };
-        let body = Envelope::failure(self.to_string(), self.code(), data);
-        let mut response = (self.status(), body).into_response();
-        let retry_after = match &self {
-            Self::RateLimited(_, seconds) => Some(*seconds),
-            Self::Overloaded(_) => Some(OVERLOADED_RETRY_AFTER_S),
-            _ => None,
-        };
-        if let Some(seconds) = retry_after {
+        let body = Envelope::failure(self.message(), code, data);
+        let mut response = (status_of(code), body).into_response();
+        if let Some(seconds) = self.retry_after() {
             response.headers_mut().insert(axum::http::header::RETRY_AFTER, seconds.into());
         }
         response
-    }
-}
-
-impl From<sqlx::Error> for ApiError {
-    fn from(err: sqlx::Error) -> Self {
-        Self::dependency(db_failure(&err), err)
-    }
-}
-
-impl From<redis::RedisError> for ApiError {
-    fn from(err: redis::RedisError) -> Self {
-        Self::dependency(redis_failure(&err), err)
     }
 }
 
@@ -201,5 +172,58 @@ impl From<PathRejection> for ApiError {
 impl From<QueryRejection> for ApiError {
     fn from(rejection: QueryRejection) -> Self {
         Self::Validation(rejection.body_text())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use super::status_of;
+    use crate::errors::ErrorCode;
+
+    /// (code, status) of each row of docs/api.md's table of error codes; a
+    /// row may name several codes (`NOT_STARTED` / `ENDED`).
+    fn documented() -> BTreeSet<(String, u16)> {
+        let page = include_str!("../../docs/api.md");
+        let table = page.split("| errorCode | status | when |").nth(1).expect("the table of error codes");
+        let rows = table.lines().skip(2).take_while(|line| line.starts_with('|'));
+        rows.flat_map(|row| {
+            let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+            let status: u16 = cells[2].parse().unwrap_or_else(|_| panic!("a status in {row}"));
+            cells[1].split('/').map(move |code| (code.trim().trim_matches('`').to_owned(), status))
+        })
+        .collect()
+    }
+
+    /// What nginx answers with itself, from its `return NNN '{...}'` lines.
+    fn from_nginx() -> BTreeSet<(String, u16)> {
+        include_str!("../../nginx/hmdp-errors.conf")
+            .lines()
+            .filter_map(|line| {
+                let rest = line.trim().strip_prefix("return ")?;
+                let status = rest.get(..3)?.parse().ok()?;
+                let code = rest.split("\"errorCode\":\"").nth(1)?.split('"').next()?;
+                Some((code.to_owned(), status))
+            })
+            .collect()
+    }
+
+    /// Every code an instance can answer with is in `ErrorCode`, the one
+    /// the envelope takes; that each of them is produced somewhere is the
+    /// dead-code lint's to say (`ErrorCode::ALL` exists only in tests), so a
+    /// code nothing answers with any more fails `cargo clippy -D warnings`.
+    #[test]
+    fn docs_list_every_code_with_its_status_and_nothing_else() {
+        let mut answered: BTreeSet<(String, u16)> =
+            ErrorCode::ALL.iter().map(|&code| (code.as_str().to_owned(), status_of(code).as_u16())).collect();
+        let nginx = from_nginx();
+        assert!(nginx.len() >= 4, "nginx's own answers were not found: {nginx:?}");
+        answered.extend(nginx);
+        let documented = documented();
+        assert!(documented.len() >= 20, "the table was not read: {documented:?}");
+        let missing: Vec<_> = answered.difference(&documented).collect();
+        let stale: Vec<_> = documented.difference(&answered).collect();
+        assert!(missing.is_empty() && stale.is_empty(), "not in docs/api.md: {missing:?}; not answered: {stale:?}");
     }
 }

@@ -50,12 +50,12 @@ pub(crate) async fn ready(
         tokio::time::timeout(READY_TIMEOUT, async move { redis.ping::<String>().await }),
     );
     db.map_err(|_| unavailable("MariaDB ping timed out"))?
-        .map_err(|e| ApiError::Unavailable(anyhow::Error::new(e).context("MariaDB ping")))?;
+        .map_err(|e| ApiError::unavailable(anyhow::Error::new(e).context("MariaDB ping")))?;
     ping.map_err(|_| unavailable("Redis ping timed out"))?
-        .map_err(|e| ApiError::Unavailable(anyhow::Error::new(e).context("Redis ping")))?;
+        .map_err(|e| ApiError::unavailable(anyhow::Error::new(e).context("Redis ping")))?;
     Ok(Reply::data("ready"))
 }
 
 fn unavailable(what: &'static str) -> ApiError {
-    ApiError::Unavailable(anyhow::anyhow!(what))
+    ApiError::unavailable(anyhow::anyhow!(what))
 }

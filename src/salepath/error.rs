@@ -1,14 +1,17 @@
-//! What can go wrong on the sale path, in its own words; the handlers turn
-//! it into the contract's envelope.
+//! What can go wrong on the sale path, in its own words and codes; the
+//! handlers hand it to the HTTP edge as it is.
 
-use crate::seckill::SeckillError;
+use crate::{
+    errors::{Coded, ErrorCode, Failure, fails_like_a_dependency},
+    seckill::SeckillError,
+};
 
 /// The sale's own refusals (no such voucher, outside the window, sold
 /// out) and its dependencies' failures come as the seckill's.
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum PathError {
     /// A guarded voucher's order came without a path.
-    #[error("this voucher is ordered with a sale path: POST /voucher-order/seckill/{{id}}/path first")]
+    #[error("this voucher is ordered with a sale path: POST /voucher-order/seckill/{{voucherId}}/path first")]
     Required,
     /// Not a path of this user for this voucher, or one that placed an
     /// order already.
@@ -29,14 +32,38 @@ pub(crate) enum PathError {
     Seckill(#[from] SeckillError),
 }
 
-impl From<sqlx::Error> for PathError {
-    fn from(err: sqlx::Error) -> Self {
-        Self::Seckill(err.into())
+fails_like_a_dependency!(PathError);
+
+impl From<Failure> for PathError {
+    fn from(failure: Failure) -> Self {
+        Self::Seckill(failure.into())
     }
 }
 
-impl From<redis::RedisError> for PathError {
-    fn from(err: redis::RedisError) -> Self {
-        Self::Seckill(err.into())
+impl Coded for PathError {
+    fn code(&self) -> ErrorCode {
+        match self {
+            Self::Required => ErrorCode::PathRequired,
+            Self::Invalid => ErrorCode::PathInvalid,
+            Self::Expired => ErrorCode::PathExpired,
+            Self::ChallengeInvalid(_) => ErrorCode::ChallengeInvalid,
+            Self::LineFull | Self::TooFast => ErrorCode::TooManyRequests,
+            Self::Seckill(err) => err.code(),
+        }
+    }
+
+    fn data(&self) -> Option<String> {
+        match self {
+            Self::Seckill(err) => err.data(),
+            _ => None,
+        }
+    }
+
+    fn retry_after(&self) -> Option<u64> {
+        match self {
+            Self::TooFast => Some(1),
+            Self::Seckill(err) => err.retry_after(),
+            _ => None,
+        }
     }
 }

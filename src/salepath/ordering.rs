@@ -121,7 +121,7 @@ async fn order(ordering: Ordering, user_id: u64, voucher_id: u64, path: Option<S
         Err(refused) => Err(refused),
     };
     let outcome =
-        placed.as_ref().map_or_else(ApiError::code, |p| if p.replicated { "SUCCESS" } else { "UNREPLICATED" });
+        placed.as_ref().map_or_else(|e| e.code().as_str(), |p| if p.replicated { "SUCCESS" } else { "UNREPLICATED" });
     metrics::counter!("hmdp_seckill_orders_total", "mode" => seckill.mode(), "outcome" => outcome).increment(1);
     let placed = placed?;
     if placed.replicated {

@@ -1,4 +1,4 @@
-//! The path route, where `PathError` becomes the contract's envelope.
+//! The path route.
 
 use axum::{
     Router,
@@ -9,7 +9,6 @@ use axum::{
 use serde::Serialize;
 
 use super::{
-    error::PathError,
     ordering::{place_order, place_order_on_path},
     service::{Answer, SalePath, Solution},
 };
@@ -25,20 +24,6 @@ use crate::{
     },
     seckill::Seckill,
 };
-
-impl From<PathError> for ApiError {
-    fn from(err: PathError) -> Self {
-        match err {
-            PathError::Required => Self::PathRequired,
-            PathError::Invalid => Self::PathInvalid,
-            PathError::Expired => Self::PathExpired,
-            PathError::ChallengeInvalid(why) => Self::ChallengeInvalid(why),
-            PathError::LineFull => Self::TooManyRequests("the waiting line is full; try again later"),
-            PathError::TooFast => Self::RateLimited("too many path requests; ask again when told", 1),
-            PathError::Seckill(err) => err.into(),
-        }
-    }
-}
 
 /// Routes for logged-in users; the caller adds the login layer.
 pub(crate) fn routes<S>() -> Router<S>

@@ -14,7 +14,8 @@
 //! - `store`: every statement on the seckill and order tables;
 //! - `model`: the order as its owner sees it; `order` finds it;
 //! - `service`: the `Seckill` service, built once in its mode;
-//! - `routes`: the HTTP handlers, where `SeckillError` becomes the envelope.
+//! - `routes`: the HTTP handlers of an order after it is placed;
+//! - `error`: `SeckillError`, its messages and codes.
 
 mod aftersale;
 mod asynchronous;
@@ -35,7 +36,6 @@ pub use error::{SeckillError, SeckillResult};
 pub(crate) use model::OrderView;
 pub(crate) use model::{PathUse, StockSet};
 pub(crate) use parts::Dependencies;
-pub use routes::error_code;
 pub(crate) use routes::routes;
 pub(crate) use service::Seckill;
 pub use store::{UNIQUE_ORDER_INDEX, insert_sale};

@@ -1,6 +1,5 @@
 //! The order's routes after it is placed (placing it passes the sale path
-//! first: `salepath/ordering.rs`). Where a `SeckillError` becomes the
-//! contract's envelope.
+//! first: `salepath/ordering.rs`).
 
 use axum::{
     Router,
@@ -20,36 +19,6 @@ use crate::{
         whole,
     },
 };
-
-impl From<SeckillError> for ApiError {
-    fn from(err: SeckillError) -> Self {
-        match err {
-            SeckillError::NoSuchVoucher => Self::NotFound("no such seckill voucher"),
-            SeckillError::NotStarted => Self::NotStarted,
-            SeckillError::Ended => Self::Ended,
-            SeckillError::SoldOut => Self::SoldOut,
-            SeckillError::OffShelf => Self::NotFound("the voucher is off the shelf"),
-            SeckillError::DuplicateOrder(held) => Self::DuplicateOrder(held),
-            SeckillError::StockOutOfRange => {
-                Self::Validation(format!("stock plus the orders awaiting persistence must stay within {}", i32::MAX))
-            }
-            SeckillError::NoSuchOrder => Self::NotFound("no such order"),
-            SeckillError::OrderExpired => Self::OrderExpired,
-            SeckillError::OrderState(why) => Self::OrderState(why),
-            SeckillError::InProgress => Self::TooManyRequests("another order of yours is in progress"),
-            SeckillError::PathUsed => Self::PathInvalid,
-            SeckillError::Busy(why) => Self::Overloaded(why),
-            SeckillError::Unavailable(cause) => Self::Unavailable(cause),
-            SeckillError::Internal(cause) => Self::Internal(cause),
-        }
-    }
-}
-
-/// The contract's errorCode for a seckill error, as the order route would
-/// answer it: the strategy lab counts refusals by it.
-pub fn error_code(err: SeckillError) -> &'static str {
-    ApiError::from(err).code()
-}
 
 /// Routes for logged-in users; the caller adds the login layer.
 pub(crate) fn routes<S>() -> Router<S>
@@ -80,7 +49,7 @@ pub(crate) async fn show_order(
     user: CurrentUser,
     Path(order_id): Path<i64>,
 ) -> ApiResult<Reply<OrderView>> {
-    let order = seckill.find_order(order_id, user.id).await?.ok_or(ApiError::NotFound("no such order"))?;
+    let order = seckill.find_order(order_id, user.id).await?.ok_or(SeckillError::NoSuchOrder)?;
     Ok(Reply::data(order))
 }
 

@@ -19,7 +19,6 @@ use sqlx::MySqlPool;
 
 pub(crate) use admin::Admin;
 pub(crate) use model::{OrdinaryVoucherSchema, SeckillVoucherSchema, VoucherForm, VoucherView};
-pub(crate) use rules::Invalid;
 
 use crate::{
     config::{Config, TrustedProxies},
@@ -35,12 +34,6 @@ use crate::{
     },
     seckill::{self, Seckill},
 };
-
-impl From<Invalid> for ApiError {
-    fn from(err: Invalid) -> Self {
-        Self::Validation(err.to_string())
-    }
-}
 
 pub(crate) fn routes<S>() -> Router<S>
 where

@@ -5,12 +5,21 @@
 use chrono::{NaiveDate, NaiveDateTime, SubsecRound};
 
 use super::model::{NewSeckill, NewVoucher, STATUS_ON_SHELF, TYPE_ORDINARY, TYPE_SECKILL, VoucherForm};
-use crate::salepath::Guard;
+use crate::{
+    errors::{Coded, ErrorCode},
+    salepath::Guard,
+};
 
 /// A voucher the admin described wrongly; answered 400 with the reason.
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
 pub(crate) struct Invalid(String);
+
+impl Coded for Invalid {
+    fn code(&self) -> ErrorCode {
+        ErrorCode::Validation
+    }
+}
 
 impl Invalid {
     fn new(why: impl Into<String>) -> Self {

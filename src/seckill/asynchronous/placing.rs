@@ -186,7 +186,7 @@ impl Placing {
         match self.accepted_after_all(keys, owner, order_id).await {
             Some(true) => Ok(self.accepted_on_a_lost_call(order_id)),
             Some(false) => Err(err.into()),
-            None => Err(SeckillError::Unavailable(anyhow::anyhow!(
+            None => Err(SeckillError::outcome_unknown(anyhow::anyhow!(
                 "order {order_id}: Redis did not answer; whether it was accepted is unknown (GET /voucher-order/{order_id} tells)"
             ))),
         }

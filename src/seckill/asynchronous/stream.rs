@@ -69,8 +69,8 @@ impl From<redis::RedisError> for PersistError {
 impl From<PersistError> for crate::seckill::SeckillError {
     fn from(err: PersistError) -> Self {
         match err {
-            PersistError::Unavailable(cause) => Self::Unavailable(cause),
-            PersistError::Refused(cause) => Self::Internal(cause),
+            PersistError::Unavailable(cause) => Self::Failed(crate::errors::Failure::Unavailable(cause)),
+            PersistError::Refused(cause) => Self::internal(cause),
         }
     }
 }

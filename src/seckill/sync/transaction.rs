@@ -59,7 +59,7 @@ pub(super) async fn settle_lost_commit(db: &MySqlPool, order_ids: &[i64], err: s
             Ok(())
         }
         Some(_) => Err(err.into()),
-        None => Err(SeckillError::Unavailable(anyhow::anyhow!("the commit's outcome is unknown: {err}"))),
+        None => Err(SeckillError::outcome_unknown(anyhow::anyhow!("the commit's outcome is unknown: {err}"))),
     }
 }
 

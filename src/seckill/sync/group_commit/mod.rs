@@ -125,7 +125,7 @@ impl GroupCommitter {
             answer = answer => {
                 answer.map_err(|_| SeckillError::unavailable("the group commit worker stopped before answering"))?
             }
-            () = overdue => Err(SeckillError::Unavailable(anyhow::anyhow!(
+            () = overdue => Err(SeckillError::outcome_unknown(anyhow::anyhow!(
                 "order {order_id}: its group's commit did not answer in time; whether it committed is unknown (GET /voucher-order/{order_id} tells)"
             ))),
         }
