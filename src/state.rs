@@ -24,7 +24,7 @@ use crate::{
         ratelimit::{LocalUserLimiter, RateLimiter},
     },
     salepath::SalePath,
-    seckill::Seckill,
+    seckill::{AfterSale, Seckill},
 };
 
 #[derive(Clone)]
@@ -81,6 +81,12 @@ sub_states! {
     seckill: Seckill,
     sale_path: SalePath,
     metrics: PrometheusHandle,
+}
+
+impl FromRef<AppState> for Arc<AfterSale> {
+    fn from_ref(state: &AppState) -> Self {
+        state.seckill.after_sale()
+    }
 }
 
 impl FromRef<AppState> for RateLimiter {

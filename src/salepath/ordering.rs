@@ -115,7 +115,7 @@ async fn order(ordering: Ordering, user_id: u64, voucher_id: u64, path: Option<S
     let Ordering { seckill, order_limit, paths } = ordering;
     let placed = match order_limit.hit(user_id, "too many orders; slow down") {
         Ok(()) => match paths.check_order(user_id, voucher_id, path.as_deref()).await {
-            Ok(spend) => seckill.place_on_path(user_id, voucher_id, spend).await.map_err(ApiError::from),
+            Ok(spend) => seckill.place(user_id, voucher_id, spend).await.map_err(ApiError::from),
             Err(refused) => Err(ApiError::from(refused)),
         },
         Err(refused) => Err(refused),

@@ -34,14 +34,16 @@ const SWEEP_EVERY: Duration = Duration::from_secs(1);
 const SWEEP_VOUCHERS: u32 = 100;
 const SWEEP_ORDERS: u32 = 500;
 
-pub(super) struct AfterSale {
-    pub(crate) db: MySqlPool,
-    pub(crate) redis: Redis,
-    pub(crate) keys: Keys,
-    pub(crate) segments: Arc<SegmentMaps>,
-    pub(crate) pay_timeout_s: u64,
+/// A sub-state of its own (`State<Arc<AfterSale>>`): the order routes
+/// call it straight, not through the `Seckill`.
+pub(crate) struct AfterSale {
+    pub(super) db: MySqlPool,
+    pub(super) redis: Redis,
+    pub(super) keys: Keys,
+    pub(super) segments: Arc<SegmentMaps>,
+    pub(super) pay_timeout_s: u64,
     /// Told of every unit returned, and given each round.
-    pub(crate) mode: Arc<Mode>,
+    pub(super) mode: Arc<Mode>,
 }
 
 impl AfterSale {
@@ -52,7 +54,7 @@ impl AfterSale {
     /// The seam a payment provider's confirmed callback would call: there is
     /// no provider, so paying is this state change. Idempotent on the order
     /// id: the same payment again answers the paid order.
-    pub(super) async fn confirm_payment(
+    pub(crate) async fn confirm_payment(
         &self,
         order_id: i64,
         owner: Option<u64>,
@@ -80,7 +82,7 @@ impl AfterSale {
 
     /// The owner cancels an unpaid order; its unit goes back. Cancelling a
     /// cancelled order answers it again.
-    pub(super) async fn cancel(&self, order_id: i64, owner: u64) -> SeckillResult<OrderView> {
+    pub(crate) async fn cancel(&self, order_id: i64, owner: u64) -> SeckillResult<OrderView> {
         self.end(
             order_id,
             owner,
@@ -93,12 +95,12 @@ impl AfterSale {
 
     /// The owner gets a paid, unused order refunded at once (there is no
     /// provider to wait for); its unit goes back.
-    pub(super) async fn refund(&self, order_id: i64, owner: u64) -> SeckillResult<OrderView> {
+    pub(crate) async fn refund(&self, order_id: i64, owner: u64) -> SeckillResult<OrderView> {
         self.end(order_id, owner, status::PAID, status::REFUNDED, "only a paid, unused order can be refunded").await
     }
 
     /// The shop redeems a paid order. Redeeming it again answers it again.
-    pub(super) async fn redeem(&self, order_id: i64) -> SeckillResult<OrderView> {
+    pub(crate) async fn redeem(&self, order_id: i64) -> SeckillResult<OrderView> {
         let used = store::redeem(&self.db, order_id).await?;
         let order = self.order(order_id, None).await?;
         if used {

@@ -31,10 +31,12 @@ mod stale;
 mod store;
 mod sync;
 
+pub(crate) use aftersale::AfterSale;
 pub use asynchronous::{Reconciliation, reconcile};
 pub use error::{SeckillError, SeckillResult};
 pub(crate) use model::OrderView;
-pub(crate) use model::{PathUse, StockSet};
+pub use model::PathUse;
+pub(crate) use model::StockSet;
 pub(crate) use parts::Dependencies;
 pub(crate) use routes::routes;
 pub(crate) use service::Seckill;

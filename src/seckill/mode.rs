@@ -1,7 +1,8 @@
-//! The one seam between the two modes. The mode is chosen here, once, at
-//! start-up; the service and the after-sale call these hooks and never ask
-//! which mode runs. Each mode builds itself in its own folder (`sync/`,
-//! `asynchronous/`); this file only chooses and forwards.
+//! The one seam between the two modes: the mode is chosen here, once, at
+//! start-up, and each call that differs by mode `match`es on it in one
+//! place (the service, `service.rs`, and the two hooks of the after-sale
+//! below), then goes straight into the mode's own function. Each mode
+//! builds itself in its own folder (`sync/`, `asynchronous/`).
 
 use std::sync::Arc;
 
@@ -9,11 +10,9 @@ use sqlx::MySqlConnection;
 
 use super::{
     asynchronous::AsyncMode,
-    error::SeckillResult,
-    model::{PathUse, PlacedOrder, StockSet},
     parts::{Dependencies, Workers},
     segments::SegmentMaps,
-    sync::{GroupStats, SyncOrders},
+    sync::SyncOrders,
 };
 use crate::config::{Config, SeckillMode};
 
@@ -48,63 +47,6 @@ impl Mode {
         }
     }
 
-    /// The mode's own background work, owned by `workers`: the consumer
-    /// (asynchronous). Group-commit workers start with their voucher's
-    /// first order, under the same owner.
-    pub(super) fn spawn_workers(&self, workers: &Workers) {
-        match self {
-            Self::Sync(_) => {}
-            Self::Async(mode) => mode.spawn_workers(workers),
-        }
-    }
-
-    /// One order; `spend`, a guarded voucher's sale path, is spent by it.
-    pub(super) async fn place(
-        &self,
-        user_id: u64,
-        voucher_id: u64,
-        spend: Option<PathUse>,
-    ) -> SeckillResult<PlacedOrder> {
-        match self {
-            Self::Sync(orders) => orders.place(user_id, voucher_id, spend).await.map(PlacedOrder::committed),
-            Self::Async(mode) => mode.place(user_id, voucher_id, spend).await,
-        }
-    }
-
-    /// Units left for sale, as the mode sells them: the row's (sync) or
-    /// Redis's (async); `None` when it cannot tell yet.
-    pub(super) async fn units_left(&self, voucher_id: u64) -> SeckillResult<Option<i64>> {
-        match self {
-            Self::Sync(orders) => orders.units_left(voucher_id).await,
-            Self::Async(mode) => mode.units_left(voucher_id).await,
-        }
-    }
-
-    /// A seckill voucher was created (its stale keys cleared before, in
-    /// both modes); never fails the creation.
-    pub(super) async fn open_sale(&self, voucher_id: u64) {
-        match self {
-            Self::Sync(_) => {}
-            Self::Async(mode) => mode.open_sale(voucher_id).await,
-        }
-    }
-
-    /// The voucher's `tb_voucher.status` is committed. Synchronous orders
-    /// read it in their transaction; asynchronous ones in Redis.
-    pub(super) async fn shelf_changed(&self, voucher_id: u64, status: i64) -> SeckillResult<()> {
-        match self {
-            Self::Sync(_) => Ok(()),
-            Self::Async(mode) => mode.shelf_changed(voucher_id, status).await,
-        }
-    }
-
-    pub(super) async fn set_stock(&self, voucher_id: u64, stock: i32) -> SeckillResult<StockSet> {
-        match self {
-            Self::Sync(orders) => orders.set_stock(voucher_id, stock).await,
-            Self::Async(mode) => mode.set_stock(voucher_id, stock).await,
-        }
-    }
-
     /// Units came back to the voucher in the transaction on `conn`, which
     /// holds the voucher's row lock (`db_stock`: the row's stock there):
     /// this instance's sold-out memory, or Redis's stock and buyers, learn
@@ -128,23 +70,6 @@ impl Mode {
         match self {
             Self::Sync(orders) => orders.settle().await,
             Self::Async(mode) => mode.settle().await,
-        }
-    }
-
-    /// The mode's own gauges for a scrape.
-    pub(super) async fn record_metrics(&self) -> redis::RedisResult<()> {
-        match self {
-            Self::Sync(_) => Ok(()),
-            Self::Async(mode) => mode.record_metrics().await,
-        }
-    }
-
-    /// Group commit's totals, and its workers running now (none in the
-    /// asynchronous mode).
-    pub(super) fn group_stats(&self) -> (GroupStats, usize) {
-        match self {
-            Self::Sync(orders) => (orders.group_stats(), orders.workers()),
-            Self::Async(_) => (GroupStats::default(), 0),
         }
     }
 }

@@ -131,7 +131,7 @@ pub(crate) struct StockSet {
 /// it comes with spends it in the order script or transaction that places
 /// the order, so a path places one order at most.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct PathUse {
+pub struct PathUse {
     pub(crate) id: u64,
     /// When the path expires, epoch ms: its use is kept until then.
     pub(crate) expires_ms: i64,

@@ -8,7 +8,9 @@ use axum::{
 };
 use serde::Deserialize;
 
-use super::{error::SeckillError, model::OrderView, service::Seckill};
+use std::sync::Arc;
+
+use super::{aftersale::AfterSale, error::SeckillError, model::OrderView, service::Seckill};
 use crate::{
     auth::CurrentUser,
     http::{
@@ -25,6 +27,7 @@ pub(crate) fn routes<S>() -> Router<S>
 where
     S: Clone + Send + Sync + 'static,
     Seckill: FromRef<S>,
+    Arc<AfterSale>: FromRef<S>,
 {
     Router::new()
         .route("/voucher-order/mine", get(my_orders))
@@ -76,7 +79,7 @@ pub(crate) struct PayForm {
         Unavailable,
     ))]
 pub(crate) async fn pay_order(
-    State(seckill): State<Seckill>,
+    State(after_sale): State<Arc<AfterSale>>,
     user: CurrentUser,
     Path(order_id): Path<i64>,
     Json(form): Json<PayForm>,
@@ -84,7 +87,7 @@ pub(crate) async fn pay_order(
     if !(1..=3).contains(&form.pay_type) {
         return Err(ApiError::validation("payType must be 1 (balance), 2 (Alipay) or 3 (WeChat)"));
     }
-    Ok(Reply::data(seckill.pay(order_id, user.id, form.pay_type).await?))
+    Ok(Reply::data(after_sale.confirm_payment(order_id, Some(user.id), form.pay_type).await?))
 }
 
 /// Cancels an unpaid order; its unit goes back on sale, and the user may
@@ -99,11 +102,11 @@ pub(crate) async fn pay_order(
         Unavailable,
     ))]
 pub(crate) async fn cancel_order(
-    State(seckill): State<Seckill>,
+    State(after_sale): State<Arc<AfterSale>>,
     user: CurrentUser,
     Path(order_id): Path<i64>,
 ) -> ApiResult<Reply<OrderView>> {
-    Ok(Reply::data(seckill.cancel(order_id, user.id).await?))
+    Ok(Reply::data(after_sale.cancel(order_id, user.id).await?))
 }
 
 /// Refunds a paid, unused order at once (no provider to wait for); its unit
@@ -118,11 +121,11 @@ pub(crate) async fn cancel_order(
         Unavailable,
     ))]
 pub(crate) async fn refund_order(
-    State(seckill): State<Seckill>,
+    State(after_sale): State<Arc<AfterSale>>,
     user: CurrentUser,
     Path(order_id): Path<i64>,
 ) -> ApiResult<Reply<OrderView>> {
-    Ok(Reply::data(seckill.refund(order_id, user.id).await?))
+    Ok(Reply::data(after_sale.refund(order_id, user.id).await?))
 }
 
 const MAX_PAGE_SIZE: u32 = 100;

@@ -1,5 +1,7 @@
 //! The seckill service: one value, built at start-up in its mode, that the
-//! handlers call without knowing the mode.
+//! handlers call without knowing the mode. Each call that differs by mode
+//! chooses here, in one `match`, and goes straight into the mode's own
+//! function.
 
 use std::sync::Arc;
 
@@ -65,10 +67,14 @@ impl Seckill {
         self.0.mode.name()
     }
 
-    /// Starts the background work: the mode's own, and in both modes the
+    /// Starts the background work: the asynchronous mode's consumer (the
+    /// synchronous mode's group-commit workers start with their voucher's
+    /// first order, under the same owner), and in both modes the
     /// unpaid-order sweep.
     pub(crate) fn start(&self) {
-        self.0.mode.spawn_workers(&self.0.workers);
+        if let Mode::Async(mode) = &*self.0.mode {
+            mode.spawn_workers(&self.0.workers);
+        }
         let aftersale = self.0.aftersale.clone();
         self.0.workers.spawn(|stop| aftersale.run_sweeper(stop));
     }
@@ -83,27 +89,26 @@ impl Seckill {
         self.0.workers.stop().await;
     }
 
-    /// One order for a known user; returns its id. The strategy lab drives
-    /// the service through here.
-    pub async fn place(&self, user_id: u64, voucher_id: u64) -> SeckillResult<PlacedOrder> {
-        self.0.mode.place(user_id, voucher_id, None).await
+    /// One order; `spend`, a guarded voucher's sale path, is spent by it
+    /// (`None` for a voucher without a guard): a path places one order at
+    /// most. Here the mode is chosen: the synchronous order takes its
+    /// user's lock and updates the stock row, the asynchronous one runs the
+    /// order script.
+    pub async fn place(&self, user_id: u64, voucher_id: u64, spend: Option<PathUse>) -> SeckillResult<PlacedOrder> {
+        match &*self.0.mode {
+            Mode::Sync(orders) => orders.place(user_id, voucher_id, spend).await.map(PlacedOrder::committed),
+            Mode::Async(mode) => mode.place(user_id, voucher_id, spend).await,
+        }
     }
 
-    /// One order of a guarded voucher, with the sale path it spends (`None`
-    /// for a voucher without a guard): a path places one order at most.
-    pub(crate) async fn place_on_path(
-        &self,
-        user_id: u64,
-        voucher_id: u64,
-        spend: Option<PathUse>,
-    ) -> SeckillResult<PlacedOrder> {
-        self.0.mode.place(user_id, voucher_id, spend).await
-    }
-
-    /// Units left for sale; `None` when the mode cannot tell yet. A hint
-    /// for those asking to buy (the order itself decides).
+    /// Units left for sale, as the mode sells them: the row's (sync) or
+    /// Redis's (async); `None` when it cannot tell yet. A hint for those
+    /// asking to buy (the order itself decides).
     pub(crate) async fn units_left(&self, voucher_id: u64) -> SeckillResult<Option<i64>> {
-        self.0.mode.units_left(voucher_id).await
+        match &*self.0.mode {
+            Mode::Sync(orders) => orders.units_left(voucher_id).await,
+            Mode::Async(mode) => mode.units_left(voucher_id).await,
+        }
     }
 
     /// Before a new seckill voucher's rows are committed: its segments'
@@ -125,20 +130,28 @@ impl Seckill {
     /// logged and the creation still succeeds (answering 503 for a voucher
     /// that exists would make the admin create it twice).
     pub async fn open_sale(&self, voucher_id: u64) {
-        self.0.mode.open_sale(voucher_id).await
+        if let Mode::Async(mode) = &*self.0.mode {
+            mode.open_sale(voucher_id).await;
+        }
     }
 
     /// A voucher went on or off the shelf (its `tb_voucher.status` is
     /// committed). The synchronous orders read the status in their
     /// transaction; the asynchronous ones in Redis, which learns it here.
     pub(crate) async fn shelf_changed(&self, voucher_id: u64, status: i64) -> SeckillResult<()> {
-        self.0.mode.shelf_changed(voucher_id, status).await
+        match &*self.0.mode {
+            Mode::Sync(_) => Ok(()),
+            Mode::Async(mode) => mode.shelf_changed(voucher_id, status).await,
+        }
     }
 
     /// The admin's stock route: `stock` units for sale from now on, in
     /// MariaDB and (asynchronous mode) Redis alike.
     pub(crate) async fn set_stock(&self, voucher_id: u64, stock: i32) -> SeckillResult<StockSet> {
-        self.0.mode.set_stock(voucher_id, stock).await
+        match &*self.0.mode {
+            Mode::Sync(orders) => orders.set_stock(voucher_id, stock).await,
+            Mode::Async(mode) => mode.set_stock(voucher_id, stock).await,
+        }
     }
 
     /// The order if it exists and belongs to `user_id`, in whichever state.
@@ -153,23 +166,10 @@ impl Seckill {
         Ok(found.map(|order| order.with_terms(self.0.aftersale.pay_timeout())))
     }
 
-    /// The owner pays an unpaid order before its deadline (`payType` 1
-    /// balance, 2 Alipay, 3 WeChat).
-    pub(crate) async fn pay(&self, order_id: i64, user_id: u64, pay_type: u8) -> SeckillResult<OrderView> {
-        self.0.aftersale.confirm_payment(order_id, Some(user_id), pay_type).await
-    }
-
-    pub(crate) async fn cancel(&self, order_id: i64, user_id: u64) -> SeckillResult<OrderView> {
-        self.0.aftersale.cancel(order_id, user_id).await
-    }
-
-    pub(crate) async fn refund(&self, order_id: i64, user_id: u64) -> SeckillResult<OrderView> {
-        self.0.aftersale.refund(order_id, user_id).await
-    }
-
-    /// The shop redeems a paid order (admin).
-    pub(crate) async fn redeem(&self, order_id: i64) -> SeckillResult<OrderView> {
-        self.0.aftersale.redeem(order_id).await
+    /// Payment, cancellation, refund and redemption: the order routes
+    /// take it as a sub-state of its own.
+    pub(crate) fn after_sale(&self) -> Arc<AfterSale> {
+        self.0.aftersale.clone()
     }
 
     /// One page of the user's orders, newest first, and how many in all.
@@ -195,17 +195,26 @@ impl Seckill {
     }
 
     pub fn group_stats(&self) -> GroupStats {
-        self.0.mode.group_stats().0
+        match &*self.0.mode {
+            Mode::Sync(orders) => orders.group_stats(),
+            Mode::Async(_) => GroupStats::default(),
+        }
     }
 
     /// Group-commit workers running now (0 in the asynchronous mode).
     pub fn group_workers(&self) -> usize {
-        self.0.mode.group_stats().1
+        match &*self.0.mode {
+            Mode::Sync(orders) => orders.workers(),
+            Mode::Async(_) => 0,
+        }
     }
 
     /// Records the mode's own gauges for a scrape: the order streams' length,
     /// pending entries and lag in the asynchronous mode.
     pub(crate) async fn record_metrics(&self) -> redis::RedisResult<()> {
-        self.0.mode.record_metrics().await
+        match &*self.0.mode {
+            Mode::Sync(_) => Ok(()),
+            Mode::Async(mode) => mode.record_metrics().await,
+        }
     }
 }

@@ -32,7 +32,7 @@ use crate::{
         ratelimit::RateLimiter,
         whole,
     },
-    seckill::{self, Seckill},
+    seckill::{self, AfterSale, Seckill},
 };
 
 pub(crate) fn routes<S>() -> Router<S>
@@ -41,6 +41,7 @@ where
     MySqlPool: FromRef<S>,
     ReadReplica: FromRef<S>,
     Seckill: FromRef<S>,
+    Arc<AfterSale>: FromRef<S>,
     Arc<Config>: FromRef<S>,
     RateLimiter: FromRef<S>,
     TrustedProxies: FromRef<S>,
@@ -143,11 +144,11 @@ pub(crate) async fn set_stock(
         BadPath, Forbidden, RateLimited, Unavailable,
     ))]
 pub(crate) async fn redeem_order(
-    State(sales): State<Seckill>,
+    State(after_sale): State<Arc<AfterSale>>,
     _admin: Admin,
     Path(order_id): Path<i64>,
 ) -> ApiResult<Reply<seckill::OrderView>> {
-    Ok(Reply::data(sales.redeem(order_id).await?))
+    Ok(Reply::data(after_sale.redeem(order_id).await?))
 }
 
 #[utoipa::path(post, path = "/voucher", tag = "voucher", security(("adminKey" = [])), request_body = OrdinaryVoucherSchema,

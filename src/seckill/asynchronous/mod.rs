@@ -3,7 +3,8 @@
 //! consumers persist the queue later in batches. Redis keeps a mirror of
 //! each voucher (stock, window, buyers) that follows MariaDB's rows.
 //!
-//! By file: `placing` (an order, retried when its answer is lost),
+//! By file: `placing` (the order itself, `AsyncMode::place`, retried when
+//! its answer is lost),
 //! `replica_wait` (waiting for a Redis replica before a 200), `mirror`
 //! (a voucher's keys verified, loaded, cleared, retired), `converge`
 //! (Redis's stock set from the row: the stock route, returned units, the
@@ -31,18 +32,17 @@ use sqlx::{MySqlConnection, MySqlPool};
 
 use consumer::Consumer;
 use mirror::Mirror;
-use placing::Placing;
 pub use reconcile::{Reconciliation, reconcile};
 use recovery::Recovery;
 use replica_wait::ReplicaWait;
 
 use super::{
     error::{SeckillError, SeckillResult},
-    model::{PathUse, PlacedOrder, StockSet},
+    model::StockSet,
     parts::{Dependencies, Workers},
     segments::{SegmentMaps, Segments},
 };
-use crate::{config::Config, connect::connect_redis_with, keys::Keys, recent::RecentIds};
+use crate::{config::Config, connect::connect_redis_with, ids::OrderIdGenerator, keys::Keys, recent::RecentIds};
 
 /// Vouchers remembered as owed to Redis, at most.
 const OWED_MAX: usize = 10_000;
@@ -53,8 +53,11 @@ pub(crate) struct AsyncMode {
     redis: Redis,
     keys: Keys,
     segments: Arc<SegmentMaps>,
-    placing: Placing,
     mirror: Mirror,
+    order_ids: OrderIdGenerator,
+    /// An order's time to be decided, retries included.
+    deadline: Duration,
+    replica_wait: ReplicaWait,
     consumer: Consumer,
     /// Returned units Redis has not learnt of yet (voucher -> users whose
     /// slots to free), retried each round.
@@ -97,33 +100,25 @@ impl AsyncMode {
             recovery,
         };
         let wait = Duration::from_millis(settings.order_replica_wait_ms);
-        let placing = Placing {
-            db: db.clone(),
-            redis: redis.clone(),
+        let replica_wait = ReplicaWait::build(&config.redis, settings.order_replica_acks, wait, &redis).await?;
+        Ok(Self {
+            mirror: Mirror::new(db.clone(), redis.clone(), keys.clone(), segments.clone()),
             order_ids: deps.order_ids.clone(),
             deadline: Duration::from_millis(settings.request_deadline_ms),
-            replica_wait: ReplicaWait::build(&config.redis, settings.order_replica_acks, wait, &redis).await?,
-        };
-        let mirror = Mirror::new(db.clone(), redis.clone(), keys.clone(), segments.clone());
-        let segments = segments.clone();
-        Ok(Self { db, redis, keys, segments, placing, mirror, consumer, owed: RecentIds::new(OWED_MAX, None) })
+            replica_wait,
+            segments: segments.clone(),
+            db,
+            redis,
+            keys,
+            consumer,
+            owed: RecentIds::new(OWED_MAX, None),
+        })
     }
 
     /// The consumer, one per instance, reading every active voucher's stream.
     pub(crate) fn spawn_workers(&self, workers: &Workers) {
         let consumer = self.consumer.clone();
         workers.spawn(|stop| consumer.run(stop));
-    }
-
-    /// Decides one order in Redis; returns its id once it is queued (and,
-    /// when replicas are waited for, whether they acknowledged it).
-    pub(crate) async fn place(
-        &self,
-        user_id: u64,
-        voucher_id: u64,
-        spend: Option<PathUse>,
-    ) -> SeckillResult<PlacedOrder> {
-        self.placing.place(&self.mirror, user_id, voucher_id, spend).await
     }
 
     /// Units Redis holds for sale, over every segment; `None` while a

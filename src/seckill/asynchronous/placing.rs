@@ -13,12 +13,10 @@ use std::{sync::LazyLock, time::Duration};
 use hmdp_redis::Redis;
 use hmdp_segments::Refill;
 use redis::{AsyncCommands, Script};
-use sqlx::MySqlPool;
 
-use super::{mirror::Mirror, replica_wait::ReplicaWait, verdict::Verdict};
+use super::{AsyncMode, verdict::Verdict};
 use crate::{
     dependency::redis_unreachable,
-    ids::OrderIdGenerator,
     keys::SeckillKeys,
     seckill::{
         error::{SeckillError, SeckillResult},
@@ -38,24 +36,17 @@ const RETRY_PAUSE: Duration = Duration::from_millis(100);
 /// deadline (25 s) and a Redis response timeout (2 s).
 const LAST_LOOK: Duration = Duration::from_secs(3);
 
-pub(super) struct Placing {
-    pub(crate) db: MySqlPool,
-    pub(crate) redis: Redis,
-    pub(crate) order_ids: OrderIdGenerator,
-    pub(crate) deadline: Duration,
-    pub(crate) replica_wait: ReplicaWait,
-}
-
-impl Placing {
-    /// Decides one order in Redis; returns its id once it is queued (and,
-    /// when replicas are waited for, whether they acknowledged it).
-    pub(super) async fn place(
+impl AsyncMode {
+    /// The asynchronous order: decided in Redis; returns its id once it is
+    /// queued (and, when replicas are waited for, whether they
+    /// acknowledged it).
+    pub(crate) async fn place(
         &self,
-        mirror: &Mirror,
         user_id: u64,
         voucher_id: u64,
         spend: Option<PathUse>,
     ) -> SeckillResult<PlacedOrder> {
+        let mirror = &self.mirror;
         if mirror.recently_missing(voucher_id) {
             return Err(SeckillError::NoSuchVoucher);
         }

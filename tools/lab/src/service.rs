@@ -58,7 +58,7 @@ pub async fn run(
     let sales = state.seckill.clone();
     let driven = drive::drive(requests, scale.concurrency, move |user| {
         let sales = sales.clone();
-        async move { sales.place(user, voucher).await.map(drop).map_err(|e| Refusal::Borrowed(e.error_code())) }
+        async move { sales.place(user, voucher, None).await.map(drop).map_err(|e| Refusal::Borrowed(e.error_code())) }
     })
     .await;
     let mut notes = Vec::new();
