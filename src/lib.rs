@@ -20,6 +20,7 @@ mod monitoring;
 mod openapi;
 mod recent;
 mod salepath;
+mod schema;
 pub mod seckill;
 pub mod startup;
 mod state;

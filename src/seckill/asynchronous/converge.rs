@@ -24,19 +24,20 @@ use crate::{
     },
 };
 
-/// A script with `stock_from_row`, the function both stock-setting scripts
-/// share, prepended.
+/// A script of `lua/`, by its file name, with `stock_from_row`, the
+/// function the stock-setting scripts share, prepended.
 macro_rules! with_stock_from_row {
     ($script:literal) => {
-        concat!(include_str!("../../../lua/stock_from_row.lua"), include_str!($script))
+        concat!(
+            include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/lua/stock_from_row.lua")),
+            include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/lua/", $script))
+        )
     };
 }
 pub(super) use with_stock_from_row;
 
-static CONVERGE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(with_stock_from_row!("../../../lua/seckill_converge.lua")));
-static CONVERGE_SEGMENT: LazyLock<Script> =
-    LazyLock::new(|| Script::new(with_stock_from_row!("../../../lua/segment_converge.lua")));
+static CONVERGE: LazyLock<Script> = LazyLock::new(|| Script::new(with_stock_from_row!("seckill_converge.lua")));
+static CONVERGE_SEGMENT: LazyLock<Script> = LazyLock::new(|| Script::new(with_stock_from_row!("segment_converge.lua")));
 
 /// Order ids per `IN (...)` when looking pending orders up.
 const LOOKUP_CHUNK: usize = 1_000;

@@ -24,7 +24,7 @@ use crate::{
     },
 };
 
-static LOAD: LazyLock<Script> = LazyLock::new(|| Script::new(with_stock_from_row!("../../../lua/seckill_load.lua")));
+static LOAD: LazyLock<Script> = LazyLock::new(|| Script::new(with_stock_from_row!("seckill_load.lua")));
 
 /// Members per SADD when staging a rebuilt buyers set.
 const STAGE_CHUNK: usize = 5_000;

@@ -1,0 +1,105 @@
+//! How the consumer reads its streams: its group made when missing, its
+//! own pending entries again after a restart, then new entries, with one
+//! blocking read over every stream on one Redis, or a read per stream on a
+//! cluster.
+
+use std::{collections::HashMap, time::Duration};
+
+use hmdp_redis::Redis;
+use redis::{
+    AsyncCommands,
+    streams::{StreamId, StreamReadReply},
+};
+
+use super::{BLOCK, Consumer, IDLE_POLL, Stream};
+use crate::seckill::asynchronous::stream::{GROUP, PersistError};
+
+impl Consumer {
+    /// Creates the group from the stream's start, making the stream when it
+    /// does not exist; an existing group is left as it is.
+    pub(super) async fn ensure_group(&self, stream: &Stream) -> Result<(), PersistError> {
+        let created: redis::RedisResult<()> =
+            self.redis.clone().xgroup_create_mkstream(&stream.keys().orders, GROUP, "0").await;
+        match created {
+            Err(err) if err.code() == Some("BUSYGROUP") => Ok(()),
+            other => Ok(other?),
+        }
+    }
+
+    pub(super) async fn reread_own_pending(&self, stream: &Stream) -> Result<(), PersistError> {
+        let mut after = "0".to_owned();
+        loop {
+            let reply: StreamReadReply = redis::cmd("XREADGROUP")
+                .arg("GROUP")
+                .arg(GROUP)
+                .arg(&self.name)
+                .arg("COUNT")
+                .arg(self.batch_max)
+                .arg("STREAMS")
+                .arg(&stream.keys().orders)
+                .arg(&after)
+                .query_async(&mut self.redis.clone())
+                .await?;
+            let entries: Vec<StreamId> = reply.keys.into_iter().flat_map(|k| k.ids).collect();
+            let Some(last) = entries.last() else { return Ok(()) };
+            after = last.id.clone();
+            let (voucher, count) = (stream.voucher, entries.len());
+            tracing::info!(consumer = %self.name, voucher, segment = stream.segment, count, "re-reading own pending entries");
+            self.handle(stream, entries).await;
+        }
+    }
+
+    /// New entries of the active streams. One Redis (or one stream) takes
+    /// one blocking read over every stream; a cluster keeps the
+    /// streams in many slots and refuses a read across them, so there each
+    /// stream is read on its own, without blocking (a blocking read would
+    /// hold up the reads queued behind it on the node's connection), and an
+    /// empty round waits `IDLE_POLL`.
+    pub(super) async fn read_new(&self, streams: &[Stream]) -> Result<(), PersistError> {
+        if streams.len() == 1 || !self.blocking.is_cluster() {
+            let found = self.read(streams, Some(BLOCK), &mut self.blocking.clone()).await?;
+            self.handle_all(found).await;
+            return Ok(());
+        }
+        let reads = streams.iter().map(|stream| {
+            let mut redis = self.redis.clone();
+            async move { self.read(std::slice::from_ref(stream), None, &mut redis).await }
+        });
+        let found: Vec<(Stream, Vec<StreamId>)> =
+            futures::future::try_join_all(reads).await?.into_iter().flatten().collect();
+        if found.is_empty() {
+            tokio::time::sleep(IDLE_POLL).await;
+        }
+        self.handle_all(found).await;
+        Ok(())
+    }
+
+    async fn read(
+        &self,
+        read_from: &[Stream],
+        block: Option<Duration>,
+        redis: &mut Redis,
+    ) -> Result<Vec<(Stream, Vec<StreamId>)>, PersistError> {
+        let streams: Vec<&str> = read_from.iter().map(|s| s.keys().orders.as_str()).collect();
+        let mut read = redis::cmd("XREADGROUP");
+        read.arg("GROUP").arg(GROUP).arg(&self.name).arg("COUNT").arg(self.batch_max);
+        if let Some(block) = block {
+            read.arg("BLOCK").arg(block.as_millis() as u64);
+        }
+        let reply: Option<StreamReadReply> =
+            read.arg("STREAMS").arg(&streams).arg(vec![">"; streams.len()]).query_async(redis).await?;
+        let by_stream: HashMap<&str, &Stream> = streams.iter().copied().zip(read_from).collect();
+        Ok(reply
+            .map(|r| r.keys)
+            .unwrap_or_default()
+            .into_iter()
+            .filter_map(|key| Some(((*by_stream.get(key.key.as_str())?).clone(), key.ids)))
+            .collect())
+    }
+
+    async fn handle_all(&self, found: Vec<(Stream, Vec<StreamId>)>) {
+        for (stream, entries) in found {
+            self.handle(&stream, entries).await;
+        }
+    }
+}
