@@ -117,7 +117,7 @@ pub(crate) async fn build_state(config: Config) -> anyhow::Result<AppState> {
     let keys = Keys::new(&config.redis.key_prefix);
     let locks = LockService::new(
         redis.clone(),
-        LockConfig { watchdog_ttl: Duration::from_millis(config.seckill.lock_watchdog_ttl_ms) },
+        LockConfig { watchdog_ttl: Duration::from_millis(config.seckill.sync.lock_watchdog_ttl_ms) },
     );
     let order_ids = OrderIdGenerator::new(redis.clone(), keys.clone(), config.orders.order_id_block);
     let instance = config.instance_id().to_owned();

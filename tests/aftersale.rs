@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 async fn app(path: OrderPath, pay_timeout_s: u64) -> TestApp {
     TestApp::spawn_on_with(path, |c| {
         c.orders.order_pay_timeout_s = pay_timeout_s;
-        c.seckill.async_claim_idle_ms = 300;
+        c.seckill.asynchronous.async_claim_idle_ms = 300;
     })
     .await
 }

@@ -89,7 +89,7 @@ async fn the_unique_index_has_the_last_word_when_the_check_is_bypassed(path: Ord
 }
 
 async fn an_order_whose_lock_is_lost_mid_transaction_rolls_back(path: OrderPath) {
-    let app = TestApp::spawn_on_with(path, |c| c.seckill.lock_watchdog_ttl_ms = 300).await;
+    let app = TestApp::spawn_on_with(path, |c| c.seckill.sync.lock_watchdog_ttl_ms = 300).await;
     let voucher = app.open_seckill(5).await;
     let (user_id, token) = app.seed_users(1).await.remove(0);
     let blocker = app.hold_stock_row(voucher).await;
@@ -153,8 +153,8 @@ async fn a_graceful_shutdown_finishes_the_order_in_flight(path: OrderPath) {
 /// test to join one group.
 async fn grouping_app(adjust: impl FnOnce(&mut hmdp::Config)) -> TestApp {
     TestApp::spawn_with(|c| {
-        c.seckill.order_batch_max = 64;
-        c.seckill.order_batch_wait_ms = 1_000;
+        c.seckill.sync.order_batch_max = 64;
+        c.seckill.sync.order_batch_wait_ms = 1_000;
         adjust(c);
     })
     .await
@@ -191,8 +191,8 @@ async fn stock_added_after_a_sell_out_sells_again_within_seconds(path: OrderPath
 #[tokio::test]
 async fn a_group_commit_worker_ends_once_its_voucher_went_idle_and_at_shutdown() {
     let mut app = TestApp::spawn_with(|c| {
-        c.seckill.order_batch_max = 64;
-        c.seckill.order_batch_worker_idle_ms = 300;
+        c.seckill.sync.order_batch_max = 64;
+        c.seckill.sync.order_batch_worker_idle_ms = 300;
     })
     .await;
     let (first, second) = (app.open_seckill(10).await, app.open_seckill(10).await);
@@ -236,7 +236,7 @@ async fn ten_units_for_sixty_four_users_are_taken_in_one_group_by_exactly_ten() 
 
 #[tokio::test]
 async fn a_group_with_a_duplicate_a_lost_lock_and_a_refused_row_commits_only_the_good_orders() {
-    let app = grouping_app(|c| c.seckill.lock_watchdog_ttl_ms = 300).await;
+    let app = grouping_app(|c| c.seckill.sync.lock_watchdog_ttl_ms = 300).await;
     let voucher = app.open_seckill(20).await;
     let users = app.seed_users(8).await;
     let (duplicate, lost, refused) = (&users[0], &users[1], &users[2]);
@@ -287,7 +287,7 @@ async fn a_lost_commit_answer_is_looked_up(batch: usize) {
     let proxy = common::proxy::Proxy::to_database().await;
     let app = TestApp::spawn_with(|c| {
         c.db.url = c.db.url.replace(&common::database_server_url(), &proxy.url());
-        c.seckill.order_batch_max = batch;
+        c.seckill.sync.order_batch_max = batch;
     })
     .await;
     let voucher = app.open_seckill(5).await;
@@ -321,7 +321,7 @@ async fn a_group_whose_commit_answer_is_lost_is_looked_up_and_answered_as_placed
 async fn an_order_past_its_deadline_gives_up(batch: usize) {
     let app = TestApp::spawn_with(|c| {
         c.seckill.request_deadline_ms = 500;
-        c.seckill.order_batch_max = batch;
+        c.seckill.sync.order_batch_max = batch;
     })
     .await;
     let voucher = app.open_seckill(5).await;
@@ -354,9 +354,9 @@ async fn a_grouped_order_past_its_deadline_is_answered_503_and_never_committed()
 #[tokio::test]
 async fn beyond_the_queue_bound_orders_are_refused_at_once() {
     let app = TestApp::spawn_with(|c| {
-        c.seckill.order_batch_max = 1;
-        c.seckill.hot_row_permits = 1;
-        c.seckill.hot_row_queue_max = 2;
+        c.seckill.sync.order_batch_max = 1;
+        c.seckill.sync.hot_row_permits = 1;
+        c.seckill.sync.hot_row_queue_max = 2;
     })
     .await;
     let voucher = app.open_seckill(10).await;
@@ -382,7 +382,7 @@ async fn an_order_of_a_group_whose_commit_hangs_is_answered_within_its_deadline_
     let proxy = common::proxy::Proxy::to_database().await;
     let app = TestApp::spawn_with(|c| {
         c.db.url = c.db.url.replace(&common::database_server_url(), &proxy.url());
-        c.seckill.order_batch_max = 64;
+        c.seckill.sync.order_batch_max = 64;
         c.seckill.request_deadline_ms = 1_000;
     })
     .await;

@@ -223,8 +223,8 @@ async fn an_order_whose_script_answer_is_lost_to_a_stalled_redis_is_answered_by_
 async fn an_order_no_replica_acknowledges_in_time_is_answered_202_with_its_id_and_is_still_persisted() {
     // No setup here has eight replicas: every WAIT runs out its 50 ms.
     let app = TestApp::spawn_on_with(OrderPath::Async, |c| {
-        c.seckill.order_replica_acks = Some(8);
-        c.seckill.order_replica_wait_ms = 50;
+        c.seckill.asynchronous.order_replica_acks = Some(8);
+        c.seckill.asynchronous.order_replica_wait_ms = 50;
     })
     .await;
     let voucher = app.open_seckill(3).await;
@@ -532,7 +532,7 @@ async fn the_order_script_finds_a_buyer_before_the_window_so_a_late_retry_is_not
 /// every order is still found, a failed one included.
 #[tokio::test]
 async fn two_hundred_ended_and_drained_sales_leave_the_active_set_and_their_keys_expire() {
-    let app = async_app_with(|c| c.seckill.async_retire_after_ms = 300).await;
+    let app = async_app_with(|c| c.seckill.asynchronous.async_retire_after_ms = 300).await;
     let users = app.seed_users(2).await;
     let ((_, buyer), (poisoned_user, poisoned)) = (users[0].clone(), users[1].clone());
     app.refuse_orders_of(poisoned_user).await;

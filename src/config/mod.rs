@@ -21,7 +21,9 @@ use clap::Args;
 pub use auth::{AuthSettings, MIN_JWT_SECRET_LEN};
 pub use limits::LimitSettings;
 pub use salepath::SalePathSettings;
-pub use seckill::{IDS_PER_DAY, MAX_INSTANCES, OrderSettings, SeckillMode, SeckillSettings};
+pub use seckill::{
+    AsyncSettings, IDS_PER_DAY, MAX_INSTANCES, OrderSettings, SeckillMode, SeckillSettings, SyncSettings,
+};
 pub use server::{MIN_ADMIN_KEY_LEN, ServerSettings, TrustedProxies};
 pub use store::{DatabaseSettings, DatabaseUrl, RedisSettings, ReplicaSettings};
 

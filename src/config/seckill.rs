@@ -1,5 +1,6 @@
-//! How orders are placed, in both modes, and what every order carries (its
-//! id block, its time to pay). The strategy lab takes `SeckillSettings`
+//! How orders are placed (the mode, the deadline both modes keep, and a
+//! group of each mode's own), and what every order carries (its id block,
+//! its time to pay). The strategy lab takes `SeckillSettings`
 //! only: it runs the service's order paths, not its after-sale.
 
 use clap::{Args, ValueEnum};
@@ -35,7 +36,8 @@ pub enum SeckillMode {
     Async,
 }
 
-/// How orders are placed, in both modes.
+/// How orders are placed: the mode, what both modes share, and each
+/// mode's own group, read by that mode alone.
 #[derive(Clone, Debug, Args)]
 pub struct SeckillSettings {
     /// `sync`: the order is decided and committed in MariaDB before the
@@ -50,24 +52,46 @@ pub struct SeckillSettings {
     #[arg(long, env = "REQUEST_DEADLINE_MS", default_value_t = DEFAULT_REQUEST_DEADLINE_MS)]
     pub request_deadline_ms: u64,
 
+    #[command(flatten)]
+    pub sync: SyncSettings,
+
+    #[command(flatten)]
+    pub asynchronous: AsyncSettings,
+}
+
+impl Default for SeckillSettings {
+    fn default() -> Self {
+        Self {
+            mode: SeckillMode::Sync,
+            request_deadline_ms: DEFAULT_REQUEST_DEADLINE_MS,
+            sync: SyncSettings::default(),
+            asynchronous: AsyncSettings::default(),
+        }
+    }
+}
+
+/// The synchronous mode's settings (`seckill/sync/`): the per-user lock,
+/// group commit and the hot row's gate.
+#[derive(Clone, Debug, Args)]
+pub struct SyncSettings {
     /// Lease of the per-user order lock, renewed every third of it while
     /// held (Redisson's 30 s). Shorter frees a crashed instance's locks
     /// sooner and costs more renewals.
     #[arg(long, env = "LOCK_WATCHDOG_TTL_MS", default_value_t = DEFAULT_LOCK_WATCHDOG_TTL_MS)]
     pub lock_watchdog_ttl_ms: u64,
 
-    /// Synchronous mode: orders of one voucher committed in one transaction
+    /// Orders of one voucher committed in one transaction
     /// at most (1: one transaction per order, the design card's path).
     #[arg(long, env = "ORDER_BATCH_MAX", default_value_t = DEFAULT_ORDER_BATCH_MAX)]
     pub order_batch_max: usize,
 
-    /// Synchronous mode: how long a group waits for more orders before it
+    /// How long a group waits for more orders before it
     /// commits. 0: it takes what is ready; while one group commits, the
     /// next gathers by itself.
     #[arg(long, env = "ORDER_BATCH_WAIT_MS", default_value_t = DEFAULT_ORDER_BATCH_WAIT_MS)]
     pub order_batch_wait_ms: u64,
 
-    /// Synchronous mode: a voucher's group-commit worker that saw no order
+    /// A voucher's group-commit worker that saw no order
     /// for this long ends (the next order starts another), so ended sales
     /// leave no idle tasks behind.
     #[arg(long, env = "ORDER_BATCH_WORKER_IDLE_MS", default_value_t = DEFAULT_ORDER_BATCH_WORKER_IDLE_MS)]
@@ -86,30 +110,48 @@ pub struct SeckillSettings {
     /// `OVERLOADED` with `Retry-After` at once.
     #[arg(long, env = "HOT_ROW_QUEUE_MAX", default_value_t = DEFAULT_HOT_ROW_QUEUE_MAX)]
     pub hot_row_queue_max: usize,
+}
 
-    /// Asynchronous mode: stream entries read, and orders persisted in one
+impl Default for SyncSettings {
+    fn default() -> Self {
+        Self {
+            lock_watchdog_ttl_ms: DEFAULT_LOCK_WATCHDOG_TTL_MS,
+            order_batch_max: DEFAULT_ORDER_BATCH_MAX,
+            order_batch_wait_ms: DEFAULT_ORDER_BATCH_WAIT_MS,
+            order_batch_worker_idle_ms: DEFAULT_ORDER_BATCH_WORKER_IDLE_MS,
+            hot_row_permits: DEFAULT_HOT_ROW_PERMITS,
+            hot_row_queue_max: DEFAULT_HOT_ROW_QUEUE_MAX,
+        }
+    }
+}
+
+/// The asynchronous mode's settings (`seckill/asynchronous/`): the
+/// consumers, recovery, retirement and the replicas an order waits for.
+#[derive(Clone, Debug, Args)]
+pub struct AsyncSettings {
+    /// Stream entries read, and orders persisted in one
     /// transaction, at most.
     #[arg(long, env = "ASYNC_BATCH_MAX", default_value_t = DEFAULT_ASYNC_BATCH_MAX)]
-    pub(crate) async_batch_max: usize,
+    pub async_batch_max: usize,
 
-    /// Asynchronous mode: an entry unacknowledged this long is taken over by
+    /// An entry unacknowledged this long is taken over by
     /// another consumer (its own died or is stuck) and retried.
     #[arg(long, env = "ASYNC_CLAIM_IDLE_MS", default_value_t = DEFAULT_ASYNC_CLAIM_IDLE_MS)]
     pub async_claim_idle_ms: u64,
 
-    /// Asynchronous mode: an order the database refused this many times is
+    /// An order the database refused this many times is
     /// dead-lettered, and its stock and buyer slot are given back.
     #[arg(long, env = "ASYNC_MAX_DELIVERIES", default_value_t = DEFAULT_ASYNC_MAX_DELIVERIES)]
     pub async_max_deliveries: u64,
 
-    /// Asynchronous mode: this long after a sale ended, once drained, it is
+    /// This long after a sale ended, once drained, it is
     /// retired: out of `seckill:active` (no consumer reads it any more) and
     /// its keys given a TTL (working keys 1 h, failed orders and dead
     /// letters 7 days), so Redis does not grow with every sale ever sold.
     #[arg(long, env = "ASYNC_RETIRE_AFTER_MS", default_value_t = DEFAULT_ASYNC_RETIRE_AFTER_MS)]
     pub async_retire_after_ms: u64,
 
-    /// Asynchronous mode: replicas that must acknowledge an order (Redis
+    /// Replicas that must acknowledge an order (Redis
     /// `WAIT`) before it is answered 200, so that a master's death cannot
     /// take it. Unset: 1 when every Redis master has a replica at start-up,
     /// else 0 (off).
@@ -122,29 +164,31 @@ pub struct SeckillSettings {
     pub order_replica_wait_ms: u64,
 }
 
-impl Default for SeckillSettings {
+impl Default for AsyncSettings {
     fn default() -> Self {
         Self {
-            mode: SeckillMode::Sync,
-            request_deadline_ms: DEFAULT_REQUEST_DEADLINE_MS,
-            lock_watchdog_ttl_ms: DEFAULT_LOCK_WATCHDOG_TTL_MS,
-            order_batch_max: DEFAULT_ORDER_BATCH_MAX,
-            order_batch_wait_ms: DEFAULT_ORDER_BATCH_WAIT_MS,
-            order_batch_worker_idle_ms: DEFAULT_ORDER_BATCH_WORKER_IDLE_MS,
-            hot_row_permits: DEFAULT_HOT_ROW_PERMITS,
-            hot_row_queue_max: DEFAULT_HOT_ROW_QUEUE_MAX,
             async_batch_max: DEFAULT_ASYNC_BATCH_MAX,
             async_claim_idle_ms: DEFAULT_ASYNC_CLAIM_IDLE_MS,
             async_max_deliveries: DEFAULT_ASYNC_MAX_DELIVERIES,
             async_retire_after_ms: DEFAULT_ASYNC_RETIRE_AFTER_MS,
-            order_replica_wait_ms: DEFAULT_ORDER_REPLICA_WAIT_MS,
             order_replica_acks: None,
+            order_replica_wait_ms: DEFAULT_ORDER_REPLICA_WAIT_MS,
         }
     }
 }
 
 impl SeckillSettings {
     pub fn validate(&self) -> anyhow::Result<()> {
+        if !(100..=25_000).contains(&self.request_deadline_ms) {
+            anyhow::bail!("REQUEST_DEADLINE_MS must be between 100 and 25000 (nginx waits 30 s)");
+        }
+        self.sync.validate()?;
+        self.asynchronous.validate()
+    }
+}
+
+impl SyncSettings {
+    fn validate(&self) -> anyhow::Result<()> {
         if self.lock_watchdog_ttl_ms < 100 {
             anyhow::bail!("LOCK_WATCHDOG_TTL_MS must be at least 100");
         }
@@ -161,9 +205,6 @@ impl SeckillSettings {
         if self.hot_row_queue_max == 0 {
             anyhow::bail!("HOT_ROW_QUEUE_MAX must be at least 1");
         }
-        if !(100..=25_000).contains(&self.request_deadline_ms) {
-            anyhow::bail!("REQUEST_DEADLINE_MS must be between 100 and 25000 (nginx waits 30 s)");
-        }
         if self.order_batch_max == 0 || self.order_batch_max > 5_000 {
             anyhow::bail!("ORDER_BATCH_MAX must be between 1 and 5000");
         }
@@ -173,6 +214,12 @@ impl SeckillSettings {
         if self.order_batch_worker_idle_ms < 100 {
             anyhow::bail!("ORDER_BATCH_WORKER_IDLE_MS must be at least 100");
         }
+        Ok(())
+    }
+}
+
+impl AsyncSettings {
+    fn validate(&self) -> anyhow::Result<()> {
         if self.async_batch_max == 0 || self.async_batch_max > 5_000 {
             anyhow::bail!("ASYNC_BATCH_MAX must be between 1 and 5000");
         }

@@ -4,7 +4,7 @@
 //! below), then goes straight into the mode's own function. Each mode
 //! builds itself in its own folder (`sync/`, `asynchronous/`).
 
-use std::sync::Arc;
+use std::{sync::Arc, time::Duration};
 
 use sqlx::MySqlConnection;
 
@@ -34,7 +34,10 @@ impl Mode {
         segments: &Arc<SegmentMaps>,
     ) -> anyhow::Result<Self> {
         Ok(match config.seckill.mode {
-            SeckillMode::Sync => Self::Sync(Arc::new(SyncOrders::build(&config.seckill, deps, workers))),
+            SeckillMode::Sync => {
+                let deadline = Duration::from_millis(config.seckill.request_deadline_ms);
+                Self::Sync(Arc::new(SyncOrders::build(&config.seckill.sync, deadline, deps, workers)))
+            }
             SeckillMode::Async => Self::Async(Box::new(AsyncMode::build(config, instance, deps, segments).await?)),
         })
     }

@@ -74,7 +74,7 @@ impl AsyncMode {
         deps: &Dependencies,
         segments: &Arc<SegmentMaps>,
     ) -> anyhow::Result<Self> {
-        let settings = &config.seckill;
+        let settings = &config.seckill.asynchronous;
         let (db, redis, keys) = (deps.db.clone(), deps.redis.clone(), deps.keys.clone());
         let blocking = connect_redis_with(&config.redis, consumer::BLOCK + Duration::from_secs(2)).await?;
         let claim_idle = Duration::from_millis(settings.async_claim_idle_ms);
@@ -104,7 +104,7 @@ impl AsyncMode {
         Ok(Self {
             mirror: Mirror::new(db.clone(), redis.clone(), keys.clone(), segments.clone()),
             order_ids: deps.order_ids.clone(),
-            deadline: Duration::from_millis(settings.request_deadline_ms),
+            deadline: Duration::from_millis(config.seckill.request_deadline_ms),
             replica_wait,
             segments: segments.clone(),
             db,

@@ -30,7 +30,7 @@ use super::{
     parts::{Dependencies, Workers},
     store,
 };
-use crate::{config::SeckillSettings, ids::OrderIdGenerator, keys::Keys};
+use crate::{config::SyncSettings, ids::OrderIdGenerator, keys::Keys};
 
 /// One order to place under its user's lock.
 struct Order {
@@ -55,7 +55,7 @@ pub(crate) struct SyncOrders {
 impl SyncOrders {
     /// The synchronous mode from its settings: group commit above one
     /// order per batch, its workers owned by `workers`.
-    pub(crate) fn build(settings: &SeckillSettings, deps: &Dependencies, workers: &Workers) -> Self {
+    pub(crate) fn build(settings: &SyncSettings, deadline: Duration, deps: &Dependencies, workers: &Workers) -> Self {
         let group_commit = (settings.order_batch_max > 1).then(|| {
             GroupCommitter::new(
                 deps.db.clone(),
@@ -72,7 +72,7 @@ impl SyncOrders {
             locks: deps.locks.clone(),
             order_ids: deps.order_ids.clone(),
             keys: deps.keys.clone(),
-            deadline: Duration::from_millis(settings.request_deadline_ms),
+            deadline,
             group_commit,
         }
     }

@@ -24,12 +24,12 @@ impl OrderPath {
             Self::Grouped => seckill.mode = SeckillMode::Sync,
             Self::OneTransaction => {
                 seckill.mode = SeckillMode::Sync;
-                seckill.order_batch_max = 1;
+                seckill.sync.order_batch_max = 1;
             }
             Self::Async => {
                 seckill.mode = SeckillMode::Async;
-                seckill.async_claim_idle_ms = 300;
-                seckill.async_max_deliveries = 2;
+                seckill.asynchronous.async_claim_idle_ms = 300;
+                seckill.asynchronous.async_max_deliveries = 2;
             }
         }
     }

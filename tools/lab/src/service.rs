@@ -32,14 +32,14 @@ pub async fn run(
     config.redis.key_prefix = lab_prefix.to_owned();
     // The lab measures the strategy, not the per-user rate limit.
     config.limits.orders_per_user_10s = 1_000_000;
-    config.seckill.hot_row_queue_max = config.seckill.hot_row_queue_max.max(scale.concurrency * 2);
-    (config.seckill.mode, config.seckill.order_batch_max) = match experiment {
+    config.seckill.sync.hot_row_queue_max = config.seckill.sync.hot_row_queue_max.max(scale.concurrency * 2);
+    (config.seckill.mode, config.seckill.sync.order_batch_max) = match experiment {
         Experiment::StockGuardLock => (SeckillMode::Sync, 1),
-        Experiment::GroupCommit => (SeckillMode::Sync, config.seckill.order_batch_max.max(2)),
-        Experiment::RedisLuaStream => (SeckillMode::Async, config.seckill.order_batch_max),
+        Experiment::GroupCommit => (SeckillMode::Sync, config.seckill.sync.order_batch_max.max(2)),
+        Experiment::RedisLuaStream => (SeckillMode::Async, config.seckill.sync.order_batch_max),
         other => anyhow::bail!("{} is not one of the service's paths", other.name()),
     };
-    let batch_max = config.seckill.order_batch_max;
+    let batch_max = config.seckill.sync.order_batch_max;
     let application = Application::build(config).await?;
     let state = application.state().clone();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();

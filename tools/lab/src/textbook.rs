@@ -304,7 +304,7 @@ impl SegmentLocks {
     fn new(config: &Config, redis: Redis, prefix: &str, voucher: u64, segments: u32) -> anyhow::Result<Self> {
         let locks = LockService::new(
             redis,
-            LockConfig { watchdog_ttl: Duration::from_millis(config.seckill.lock_watchdog_ttl_ms) },
+            LockConfig { watchdog_ttl: Duration::from_millis(config.seckill.sync.lock_watchdog_ttl_ms) },
         );
         Ok(Self {
             locks,
