@@ -61,6 +61,38 @@ impl AfterSaleReport {
     }
 }
 
+/// Each of `ids` cancelled by the unpaid timeout, as it is seen, with how
+/// long after its deadline (s); until `expected` are, or the timeout and
+/// half a minute more have passed.
+async fn watch_cancels(
+    db: &MySqlPool,
+    voucher: u64,
+    ids: &[i64],
+    expected: u64,
+    pay_timeout: Duration,
+) -> anyhow::Result<HashMap<i64, f64>> {
+    let mut seen: HashMap<i64, f64> = HashMap::new();
+    let until = Instant::now() + pay_timeout + Duration::from_secs(30);
+    while (seen.len() as u64) < expected && Instant::now() < until {
+        let cancelled: Vec<(i64, NaiveDateTime)> =
+            sqlx::query_as("SELECT id, create_time FROM tb_voucher_order WHERE voucher_id = ? AND status = 4")
+                .bind(voucher)
+                .fetch_all(db)
+                .await?;
+        let now = chrono::Utc::now().naive_utc();
+        for (id, created) in cancelled {
+            if ids.contains(&id) {
+                seen.entry(id).or_insert_with(|| {
+                    let deadline = created + chrono::TimeDelta::from_std(pay_timeout).unwrap_or_default();
+                    (now - deadline).num_milliseconds() as f64 / 1000.0
+                });
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    Ok(seen)
+}
+
 /// What the scenario is asked for.
 pub struct Scenario {
     pub pay_percent: f64,
@@ -96,27 +128,8 @@ pub async fn run(
     let expected_returned = winners.len() as u64 - paid;
     eprintln!("{paid} of {} winners paid; waiting for the timeout to cancel {expected_returned}", winners.len());
 
-    // Each cancel as it is seen, against its deadline.
     let ids: Vec<i64> = winners.iter().map(|(_, _, id)| *id).collect();
-    let mut seen: HashMap<i64, f64> = HashMap::new();
-    let until = Instant::now() + pay_timeout + Duration::from_secs(30);
-    while (seen.len() as u64) < expected_returned && Instant::now() < until {
-        let cancelled: Vec<(i64, NaiveDateTime)> =
-            sqlx::query_as("SELECT id, create_time FROM tb_voucher_order WHERE voucher_id = ? AND status = 4")
-                .bind(voucher)
-                .fetch_all(db)
-                .await?;
-        let now = chrono::Utc::now().naive_utc();
-        for (id, created) in cancelled {
-            if ids.contains(&id) {
-                seen.entry(id).or_insert_with(|| {
-                    let deadline = created + chrono::TimeDelta::from_std(pay_timeout).unwrap_or_default();
-                    (now - deadline).num_milliseconds() as f64 / 1000.0
-                });
-            }
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let seen = watch_cancels(db, voucher, &ids, expected_returned, pay_timeout).await?;
     let mut lags: Vec<f64> = seen.values().copied().collect();
     lags.sort_by(f64::total_cmp);
 

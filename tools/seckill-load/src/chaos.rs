@@ -219,38 +219,65 @@ impl Run<'_> {
     /// Everything the run did wrong; empty when it passes.
     pub fn problems(&self) -> Vec<String> {
         let mut problems = Vec::new();
-        let mut fail = |why: String| problems.push(why);
-        let a = self.audit;
-        // Clients that retry with a key are owed an answer even from a
-        // killed instance; without the replica wait, a master's death may
-        // take accepted orders: that loss is measured, not failed.
-        let killed = self.fault == "instance-kill" && self.retries.is_none();
-        let nowait = self.fault.ends_with("-nowait");
+        self.fault_problems(&mut problems);
+        let told = self.ledger_problems(&mut problems);
+        self.redis_problems(&mut problems);
+        self.answer_problems(told, &mut problems);
+        problems
+    }
+
+    /// Clients that retry with a key are owed an answer even from a killed
+    /// instance; without them a killed instance's orders may be lost.
+    fn killed(&self) -> bool {
+        self.fault == "instance-kill" && self.retries.is_none()
+    }
+
+    /// Without the replica wait, a master's death may take accepted
+    /// orders: that loss is measured, not failed.
+    fn nowait(&self) -> bool {
+        self.fault.ends_with("-nowait")
+    }
+
+    /// The fault happened mid-sale, the service recovered, and it sells
+    /// again afterwards.
+    fn fault_problems(&self, problems: &mut Vec<String>) {
         if !self.injection.happened {
-            fail(format!("the fault did not happen: {}", self.injection.evidence));
+            problems.push(format!("the fault did not happen: {}", self.injection.evidence));
         }
         match self.after_sale {
             Some(after) => {
                 if after.returned != after.expected_returned {
-                    fail(format!("{} units returned for {} expired orders", after.returned, after.expected_returned));
+                    let (returned, expected) = (after.returned, after.expected_returned);
+                    problems.push(format!("{returned} units returned for {expected} expired orders"));
                 }
                 if after.second_wave_successes != after.returned.min(after.second_wave_users) {
-                    fail(format!(
-                        "the second wave bought {} of {} returned units",
-                        after.second_wave_successes, after.returned
-                    ));
+                    let (bought, returned) = (after.second_wave_successes, after.returned);
+                    problems.push(format!("the second wave bought {bought} of {returned} returned units"));
                 }
             }
             None if self.wall_secs <= self.fault_at => {
-                fail(format!("the sale ({:.2} s) ended before the fault", self.wall_secs));
+                problems.push(format!("the sale ({:.2} s) ended before the fault", self.wall_secs));
             }
             None => {}
         }
+        if !self.injection.recovered {
+            problems.push(format!("not serving within {} s of the fault", RECOVERY.as_secs()));
+        }
+        if let Err(why) = self.orders_again {
+            problems.push(format!("a fresh order did not succeed after the fault: {why}"));
+        }
+    }
+
+    /// The rows against the answers: no oversell, no duplicate, every
+    /// success with its row and every row told. Returns the successes
+    /// without their row.
+    fn ledger_problems(&self, problems: &mut Vec<String>) -> u64 {
+        let (a, killed, nowait) = (self.audit, self.killed(), self.nowait());
         if a.oversold != 0 || a.duplicate_pairs != 0 {
-            fail(format!("oversold {}, duplicate pairs {}", a.oversold, a.duplicate_pairs));
+            problems.push(format!("oversold {}, duplicate pairs {}", a.oversold, a.duplicate_pairs));
         }
         if !a.stock_plus_orders_is_initial || a.remaining_stock < 0 {
-            fail(format!(
+            problems.push(format!(
                 "stock + orders != initial (stock {}, orders {}, initial {})",
                 a.remaining_stock, a.orders, a.initial_stock
             ));
@@ -258,62 +285,66 @@ impl Run<'_> {
         let (told, untold, unrep_lost) = match &a.answers {
             Some(check) => (check.success_without_row, check.rows_told_failed, check.unreplicated_without_row),
             None => {
-                fail("the answers were not checked against the rows".into());
+                problems.push("the answers were not checked against the rows".into());
                 (0, 0, 0)
             }
         };
         if told > 0 && !nowait {
-            fail(format!("{told} success answers without their row"));
+            problems.push(format!("{told} success answers without their row"));
         } else if untold > 0 && !killed {
-            fail(format!("{untold} rows whose user was not told success"));
+            problems.push(format!("{untold} rows whose user was not told success"));
         }
         let expected = a.success_answers as i64 - told as i64 + a.unreplicated_answers as i64 - unrep_lost as i64
             + if killed { untold as i64 } else { 0 };
         if a.new_orders != expected {
-            fail(format!(
+            problems.push(format!(
                 "{} new orders for {} success answers and {} 202s ({expected} expected)",
                 a.new_orders, a.success_answers, a.unreplicated_answers
             ));
         }
-        if self.mode == "async" {
-            match &a.redis {
-                None => fail("Redis was not compared with MariaDB".into()),
-                Some(r)
-                    if !(r.pending_orders == 0
-                        && r.unacknowledged == 0
-                        && r.redis_stock == Some(r.db_stock)
-                        && r.redis_buyers == Some(r.db_buyers)
-                        && r.only_in_db.is_empty()
-                        && r.only_in_redis.is_empty()) =>
-                {
-                    fail(format!("Redis != MariaDB after the drain: {r:?}"));
-                }
-                Some(_) => {}
-            }
-        }
         if a.unsold_unexplained {
-            fail(format!(
+            problems.push(format!(
                 "{} units unsold to {} buyers with {} refusals to explain it",
                 a.remaining_stock, a.buyers, a.refusals_leaving_stock
             ));
         }
+        told
+    }
+
+    /// The asynchronous mode's Redis agrees with MariaDB once drained.
+    fn redis_problems(&self, problems: &mut Vec<String>) {
+        if self.mode != "async" {
+            return;
+        }
+        match &self.audit.redis {
+            None => problems.push("Redis was not compared with MariaDB".into()),
+            Some(r)
+                if !(r.pending_orders == 0
+                    && r.unacknowledged == 0
+                    && r.redis_stock == Some(r.db_stock)
+                    && r.redis_buyers == Some(r.db_buyers)
+                    && r.only_in_db.is_empty()
+                    && r.only_in_redis.is_empty()) =>
+            {
+                problems.push(format!("Redis != MariaDB after the drain: {r:?}"));
+            }
+            Some(_) => {}
+        }
+    }
+
+    /// Every answer in the contract, and the load tool's own checks passed
+    /// (a killed instance fails them by design, and so does a -nowait loss
+    /// the rows show: `told`, successes without their row).
+    fn answer_problems(&self, told: u64, problems: &mut Vec<String>) {
+        let killed = self.killed();
         let broken: Vec<&String> = self.others.keys().filter(|k| !(killed && k.starts_with("HTTP 502"))).collect();
         if broken.iter().any(|k| k.starts_with("HTTP 500") || k.contains("not an envelope")) {
-            fail(format!("answers outside the contract: {broken:?}"));
+            problems.push(format!("answers outside the contract: {broken:?}"));
         }
-        // A killed instance fails the tool's own audit by design, and so
-        // does a -nowait loss the rows show.
-        let excused = killed || (nowait && told > 0);
+        let excused = killed || (self.nowait() && told > 0);
         if !self.load_passed && !excused {
-            fail("the load tool's audit failed".into());
+            problems.push("the load tool's audit failed".into());
         }
-        if !self.injection.recovered {
-            fail(format!("not serving within {} s of the fault", RECOVERY.as_secs()));
-        }
-        if let Err(why) = self.orders_again {
-            fail(format!("a fresh order did not succeed after the fault: {why}"));
-        }
-        problems
     }
 
     /// The run's row of the chaos table.

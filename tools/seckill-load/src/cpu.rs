@@ -41,9 +41,13 @@ fn ticks(stat: &str) -> Option<u64> {
     Some(fields.next()?.parse::<u64>().ok()? + fields.next()?.parse::<u64>().ok()?)
 }
 
+/// Each group's CPU ticks at one moment, and how many of its processes
+/// were gone (counted as 0).
+pub type Sample = BTreeMap<String, (u64, usize)>;
+
 /// Ticks of each group now; a process that is gone counts as 0, and the
 /// run then reports it (`missing`).
-pub fn sample(groups: &[Group]) -> BTreeMap<String, (u64, usize)> {
+pub fn sample(groups: &[Group]) -> Sample {
     groups
         .iter()
         .map(|group| {
@@ -67,11 +71,7 @@ pub struct CpuUse {
     pub missing: usize,
 }
 
-pub fn per_request(
-    before: &BTreeMap<String, (u64, usize)>,
-    after: &BTreeMap<String, (u64, usize)>,
-    requests: u64,
-) -> BTreeMap<String, CpuUse> {
+pub fn per_request(before: &Sample, after: &Sample, requests: u64) -> BTreeMap<String, CpuUse> {
     after
         .iter()
         .map(|(name, &(ticks_after, missing))| {

@@ -147,16 +147,7 @@ struct PartResult {
 pub async fn run(args: CrowdArgs) -> anyhow::Result<()> {
     anyhow::ensure!(args.connections > 0 && args.per_process > 0, "connections and per-process must be positive");
     anyhow::ensure!(args.users > 0, "--users must be positive");
-    let url: reqwest::Url = args.base_url.parse().context("--base-url")?;
-    let host = url.host_str().context("--base-url has no host")?.to_owned();
-    let addr = tokio::net::lookup_host((host.as_str(), url.port_or_known_default().unwrap_or(80)))
-        .await?
-        .next()
-        .context("--base-url resolves to nothing")?;
-    let host_header = match url.port() {
-        Some(port) => format!("{host}:{port}"),
-        None => host.clone(),
-    };
+    let (addr, host) = target(&args.base_url).await?;
     let db = hmdp::startup::connect_database(args.db.url(), 4).await?;
     let started = Instant::now();
     let sessions =
@@ -169,8 +160,7 @@ pub async fn run(args: CrowdArgs) -> anyhow::Result<()> {
     let now_ms = unix_ms();
     // A whole second: the window's begin is stored to the second.
     let open_at_ms = (now_ms / 1_000 + open_in + 1) * 1_000;
-    let client = reqwest::Client::new();
-    let voucher = create_voucher(&client, &args, open_at_ms).await?;
+    let voucher = create_voucher(&reqwest::Client::new(), &args, open_at_ms).await?;
     let before = audit::Snapshot::read(&db, voucher).await?;
     eprintln!(
         "voucher {voucher}: {} units for {} buyers on {} connections, opening in {:.1} s",
@@ -180,65 +170,30 @@ pub async fn run(args: CrowdArgs) -> anyhow::Result<()> {
         (open_at_ms - now_ms) as f64 / 1_000.0
     );
 
-    // Connection k serves buyers k, k + C, ...; parts take whole runs of
-    // connections.
-    let c = args.connections;
-    let mut per_connection: Vec<Vec<(usize, String)>> = vec![Vec::new(); c];
-    for (i, user) in users.iter().enumerate() {
-        per_connection[i % c].push((i, user.token.clone()));
-    }
-    let exe = std::env::current_exe()?;
-    let mut children = Vec::new();
-    let mut rest = per_connection;
-    while !rest.is_empty() {
-        let tail = rest.split_off(rest.len().min(args.per_process));
-        let job = Job {
-            addr,
-            host: host_header.clone(),
-            voucher,
-            guarded: args.guard.is_some(),
-            open_at_ms,
-            retries: args.retries,
-            connections: std::mem::replace(&mut rest, tail),
-        };
-        let mut child = tokio::process::Command::new(&exe)
-            .arg(PART_ARG)
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .context("starting a part of the crowd")?;
-        let mut stdin = child.stdin.take().context("the part's stdin")?;
-        let payload = serde_json::to_vec(&job)?;
-        tokio::io::AsyncWriteExt::write_all(&mut stdin, &payload).await?;
-        drop(stdin);
-        children.push(child);
-    }
+    let job = Job {
+        addr,
+        host,
+        voucher,
+        guarded: args.guard.is_some(),
+        open_at_ms,
+        retries: args.retries,
+        connections: Vec::new(),
+    };
+    let tokens: Vec<String> = users.iter().map(|u| u.token.clone()).collect();
+    let children = spawn_parts(&args, job, &tokens).await?;
     let parts = children.len();
     let mut merged = PartResult::default();
     for child in children {
         let out = child.wait_with_output().await?;
         anyhow::ensure!(out.status.success(), "a part of the crowd failed: {}", out.status);
-        let part: PartResult = serde_json::from_slice(&out.stdout).context("reading a part's answers")?;
-        merged.answers.extend(part.answers);
-        merged.held_at_open += part.held_at_open;
-        merged.failed_to_open += part.failed_to_open;
-        merged.dropped_in_flight += part.dropped_in_flight;
-        merged.reopened += part.reopened;
-        merged.retries_followed += part.retries_followed;
-        for (what, n) in part.outside_envelope {
-            *merged.outside_envelope.entry(what).or_default() += n;
-        }
+        merged.merge(serde_json::from_slice(&out.stdout).context("reading a part's answers")?);
     }
     if let Some(path) = &args.answers_csv {
-        let mut csv = String::from("user,answer,retries,sentUs,doneUs\n");
-        for a in &merged.answers {
-            csv.push_str(&format!("{},{},{},{},{}\n", a.user, a.what, a.retries, a.sent_us, a.done_us));
-        }
-        std::fs::write(path, csv).with_context(|| format!("writing {}", path.display()))?;
+        write_answers_csv(path, &merged.answers)?;
     }
     let opened = Instant::now() - Duration::from_millis(unix_ms().saturating_sub(open_at_ms));
-    let mut verdict = judge(&args, &db, voucher, &before, &merged, &users, opened, parts).await?;
+    let crowd = Crowd { args: &args, voucher, merged: &merged, users: &users, opened, parts };
+    let mut verdict = crowd.judge(&db, &before).await?;
     verdict.doc["openAtMs"] = json!(open_at_ms);
     println!("{}", verdict.render);
     if let Some(path) = &args.json {
@@ -249,149 +204,282 @@ pub async fn run(args: CrowdArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The address to connect to, and the `Host` header to send.
+async fn target(base_url: &str) -> anyhow::Result<(std::net::SocketAddr, String)> {
+    let url: reqwest::Url = base_url.parse().context("--base-url")?;
+    let host = url.host_str().context("--base-url has no host")?.to_owned();
+    let addr = tokio::net::lookup_host((host.as_str(), url.port_or_known_default().unwrap_or(80)))
+        .await?
+        .next()
+        .context("--base-url resolves to nothing")?;
+    let header = match url.port() {
+        Some(port) => format!("{host}:{port}"),
+        None => host,
+    };
+    Ok((addr, header))
+}
+
+/// The parts of the crowd, each a process of its own holding up to
+/// `--per-process` connections. Connection k serves buyers k, k + C, ...;
+/// parts take whole runs of connections.
+async fn spawn_parts(args: &CrowdArgs, job: Job, tokens: &[String]) -> anyhow::Result<Vec<tokio::process::Child>> {
+    let c = args.connections;
+    let mut per_connection: Vec<Vec<(usize, String)>> = vec![Vec::new(); c];
+    for (i, token) in tokens.iter().enumerate() {
+        per_connection[i % c].push((i, token.clone()));
+    }
+    let exe = std::env::current_exe()?;
+    let mut children = Vec::new();
+    let mut rest = per_connection;
+    while !rest.is_empty() {
+        let tail = rest.split_off(rest.len().min(args.per_process));
+        let part = Job { connections: std::mem::replace(&mut rest, tail), host: job.host.clone(), ..job };
+        let mut child = tokio::process::Command::new(&exe)
+            .arg(PART_ARG)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .context("starting a part of the crowd")?;
+        let mut stdin = child.stdin.take().context("the part's stdin")?;
+        tokio::io::AsyncWriteExt::write_all(&mut stdin, &serde_json::to_vec(&part)?).await?;
+        drop(stdin);
+        children.push(child);
+    }
+    Ok(children)
+}
+
+fn write_answers_csv(path: &std::path::Path, answers: &[Answer]) -> anyhow::Result<()> {
+    let mut csv = String::from("user,answer,retries,sentUs,doneUs\n");
+    for a in answers {
+        csv.push_str(&format!("{},{},{},{},{}\n", a.user, a.what, a.retries, a.sent_us, a.done_us));
+    }
+    std::fs::write(path, csv).with_context(|| format!("writing {}", path.display()))
+}
+
+impl PartResult {
+    fn merge(&mut self, part: PartResult) {
+        self.answers.extend(part.answers);
+        self.held_at_open += part.held_at_open;
+        self.failed_to_open += part.failed_to_open;
+        self.dropped_in_flight += part.dropped_in_flight;
+        self.reopened += part.reopened;
+        self.retries_followed += part.retries_followed;
+        for (what, n) in part.outside_envelope {
+            *self.outside_envelope.entry(what).or_default() += n;
+        }
+    }
+}
+
 struct Verdict {
     render: String,
     doc: Value,
     problems: Vec<String>,
 }
 
-#[allow(clippy::too_many_arguments)]
-async fn judge(
-    args: &CrowdArgs,
-    db: &sqlx::MySqlPool,
+/// The crowd's sale, answered: what the verdict is made of.
+struct Crowd<'a> {
+    args: &'a CrowdArgs,
     voucher: u64,
-    before: &audit::Snapshot,
-    merged: &PartResult,
-    users: &[hmdp::auth::SeededUser],
+    merged: &'a PartResult,
+    users: &'a [hmdp::auth::SeededUser],
+    /// The opening instant, on this process's clock.
     opened: Instant,
     parts: usize,
-) -> anyhow::Result<Verdict> {
-    let at = |us: i64| if us >= 0 { opened + Duration::from_micros(us as u64) } else { opened };
-    let mut recorder = Recorder::new();
-    let mut by_answer: BTreeMap<String, u64> = BTreeMap::new();
-    let mut answers = Vec::with_capacity(merged.answers.len());
-    let mut sold_out_us: Option<i64> = None;
-    let mut last_us = 0;
-    for a in &merged.answers {
-        let outcome = match a.what.as_str() {
-            "OK" => Outcome::Success,
-            "OK202" => Outcome::Unreplicated,
-            "SOLD_OUT" => Outcome::SoldOut,
-            "DUPLICATE_ORDER" => Outcome::Duplicate,
-            "TOO_MANY_REQUESTS" => Outcome::TooManyRequests,
-            "UNAVAILABLE" => Outcome::Unavailable,
-            _ => Outcome::Other,
+}
+
+/// The answers, counted.
+struct Counted {
+    recorder: Recorder,
+    by_answer: BTreeMap<String, u64>,
+    /// Each buyer's user, outcome and order id, for the audit.
+    answers: Vec<(usize, Outcome, Option<i64>)>,
+    /// The last success's answer, in µs after the opening instant.
+    sold_out_us: Option<i64>,
+    last_us: i64,
+}
+
+/// What the verdict's figures are.
+struct Figures {
+    summary: crate::report::Summary,
+    audit: audit::Audit,
+    rows_landed: Option<Instant>,
+    others: BTreeMap<String, u64>,
+    unanswered: u64,
+}
+
+impl Crowd<'_> {
+    async fn judge(&self, db: &sqlx::MySqlPool, before: &audit::Snapshot) -> anyhow::Result<Verdict> {
+        let counted = self.count();
+        let figures = self.audit(db, before, &counted).await?;
+        let problems = self.problems(&figures);
+        let render = self.render(&counted, &figures, &problems);
+        let doc = self.doc(&counted, &figures, &problems);
+        Ok(Verdict { render, doc, problems })
+    }
+
+    fn count(&self) -> Counted {
+        let at = |us: i64| if us >= 0 { self.opened + Duration::from_micros(us as u64) } else { self.opened };
+        let mut counted = Counted {
+            recorder: Recorder::new(),
+            by_answer: BTreeMap::new(),
+            answers: Vec::with_capacity(self.merged.answers.len()),
+            sold_out_us: None,
+            last_us: 0,
         };
-        recorder.record(outcome, at(a.sent_us), at(a.done_us));
-        *by_answer.entry(a.what.clone()).or_default() += 1;
-        if matches!(outcome, Outcome::Success | Outcome::Unreplicated) {
-            sold_out_us = sold_out_us.max(Some(a.done_us));
+        for a in &self.merged.answers {
+            let outcome = match a.what.as_str() {
+                "OK" => Outcome::Success,
+                "OK202" => Outcome::Unreplicated,
+                "SOLD_OUT" => Outcome::SoldOut,
+                "DUPLICATE_ORDER" => Outcome::Duplicate,
+                "TOO_MANY_REQUESTS" => Outcome::TooManyRequests,
+                "UNAVAILABLE" => Outcome::Unavailable,
+                _ => Outcome::Other,
+            };
+            counted.recorder.record(outcome, at(a.sent_us), at(a.done_us));
+            *counted.by_answer.entry(a.what.clone()).or_default() += 1;
+            if matches!(outcome, Outcome::Success | Outcome::Unreplicated) {
+                counted.sold_out_us = counted.sold_out_us.max(Some(a.done_us));
+            }
+            counted.last_us = counted.last_us.max(a.done_us);
+            counted.answers.push((a.user, outcome, a.order_id));
         }
-        last_us = last_us.max(a.done_us);
-        answers.push((a.user, outcome, a.order_id));
-    }
-    let successes = recorder.count(Outcome::Success);
-    let unreplicated = recorder.count(Outcome::Unreplicated);
-    let timeout = Duration::from_secs_f64(args.drain_timeout);
-    let rows_landed =
-        crate::wait_for_rows(db, voucher, before.orders + (successes + unreplicated) as i64, timeout).await?;
-    let mut redis = hmdp::startup::connect_redis(&args.redis).await?;
-    let keys = hmdp::keys::Keys::new(&args.redis.key_prefix);
-    let reconciliation = crate::wait_for_drain(db, &mut redis, &keys, voucher, timeout).await?;
-    let after = audit::Snapshot::read(db, voucher).await?;
-    let others: BTreeMap<String, u64> =
-        by_answer.iter().filter(|(what, _)| !is_expected(what)).map(|(w, n)| (w.clone(), *n)).collect();
-    let mut audit = audit::Audit::new(db, voucher, before, &after, successes, unreplicated, 0)
-        .await?
-        .with_refusals(audit::Refusals::count(users.len() as u64, &recorder, &others));
-    if let Some(report) = reconciliation {
-        audit = audit.with_redis(report);
-    }
-    let user_ids: Vec<Option<u64>> = users.iter().map(|u| Some(u.id)).collect();
-    if let Some(check) = audit::check_answers(db, voucher, &user_ids, &answers).await? {
-        audit = audit.with_answers(check);
-    }
-    let summary = recorder.summary();
-    let total = summary.rows.iter().find(|r| r.label == "TOTAL");
-    let (p50, p99, max) = total.map_or((0.0, 0.0, 0.0), |r| (r.median_ms, r.p99_ms, r.max_ms));
-    let sold_out_s = sold_out_us.map(|us| us as f64 / 1e6);
-    let unsold = audit.remaining_stock;
-    let unanswered = answers.len() as u64 - by_answer.iter().filter(|(w, _)| is_final(w)).map(|(_, n)| n).sum::<u64>();
-
-    let mut problems = Vec::new();
-    if merged.failed_to_open > 0 {
-        problems.push(format!("{} connections could not be opened", merged.failed_to_open));
-    }
-    if merged.dropped_in_flight > 0 {
-        problems.push(format!("{} connections closed under a request", merged.dropped_in_flight));
-    }
-    let outside: u64 = merged.outside_envelope.values().sum();
-    if outside > 0 {
-        problems.push(format!("{outside} answers outside the envelope: {:?}", merged.outside_envelope));
-    }
-    if unsold > 0 {
-        problems.push(format!("{unsold} units unsold"));
-    }
-    if unanswered > 0 {
-        problems.push(format!("{unanswered} buyers without a final answer (success or SOLD_OUT): {others:?}"));
-    }
-    if !audit.passed {
-        problems.push("the audit failed".to_owned());
+        counted
     }
 
-    let mut render = crate::report::render(&summary);
-    render.push_str(&format!(
-        "\nThe crowd: {} connections in {parts} process(es), {} held at the opening instant, {} not opened, {} reopened between requests\n\
-         closed under a request: {}   answers outside the envelope: {outside} {:?}\n\
-         answers by outcome: {by_answer:?}   Retry-After followed: {}\n\
-         buyer latency (first send to final answer): p50 {p50:.0} ms, p99 {p99:.0} ms, max {max:.0} ms\n\
-         sold out {} after the opening instant; last answer {:.3} s; all rows in MariaDB {}\n\n",
-        args.connections,
-        merged.held_at_open,
-        merged.failed_to_open,
-        merged.reopened,
-        merged.dropped_in_flight,
-        merged.outside_envelope,
-        merged.retries_followed,
-        sold_out_s.map_or("never (no sale)".to_owned(), |s| format!("{s:.3} s")),
-        last_us as f64 / 1e6,
-        rows_landed.map_or("NOT within the drain timeout".to_owned(), |t| format!(
-            "{:.3} s after the opening instant",
-            t.saturating_duration_since(opened).as_secs_f64()
-        )),
-    ));
-    render.push_str(&audit.render());
-    if !problems.is_empty() {
-        render.push_str(&format!("\nPROBLEMS: {}\n", problems.join("; ")));
+    /// The sale at rest (rows landed, Redis drained) and its audit.
+    async fn audit(
+        &self,
+        db: &sqlx::MySqlPool,
+        before: &audit::Snapshot,
+        counted: &Counted,
+    ) -> anyhow::Result<Figures> {
+        let (recorder, voucher) = (&counted.recorder, self.voucher);
+        let successes = recorder.count(Outcome::Success);
+        let unreplicated = recorder.count(Outcome::Unreplicated);
+        let timeout = Duration::from_secs_f64(self.args.drain_timeout);
+        let expected = before.orders + (successes + unreplicated) as i64;
+        let rows_landed = crate::wait_for_rows(db, voucher, expected, timeout).await?;
+        let mut redis = hmdp::startup::connect_redis(&self.args.redis).await?;
+        let keys = hmdp::keys::Keys::new(&self.args.redis.key_prefix);
+        let reconciliation = crate::wait_for_drain(db, &mut redis, &keys, voucher, timeout).await?;
+        let after = audit::Snapshot::read(db, voucher).await?;
+        let others: BTreeMap<String, u64> =
+            counted.by_answer.iter().filter(|(what, _)| !is_expected(what)).map(|(w, n)| (w.clone(), *n)).collect();
+        let mut audit = audit::Audit::new(db, voucher, before, &after, successes, unreplicated, 0)
+            .await?
+            .with_refusals(audit::Refusals::count(self.users.len() as u64, recorder, &others));
+        if let Some(report) = reconciliation {
+            audit = audit.with_redis(report);
+        }
+        let user_ids: Vec<Option<u64>> = self.users.iter().map(|u| Some(u.id)).collect();
+        if let Some(check) = audit::check_answers(db, voucher, &user_ids, &counted.answers).await? {
+            audit = audit.with_answers(check);
+        }
+        let finals: u64 = counted.by_answer.iter().filter(|(w, _)| is_final(w)).map(|(_, n)| n).sum();
+        let unanswered = counted.answers.len() as u64 - finals;
+        Ok(Figures { summary: recorder.summary(), audit, rows_landed, others, unanswered })
     }
-    let doc = json!({
-        "voucherId": voucher,
-        "connections": args.connections,
-        "processes": parts,
-        "users": users.len(),
-        "stock": args.stock,
-        "guard": args.guard,
-        "admitPerSecond": args.admit_per_second,
-        "retries": args.retries,
-        "heldAtOpen": merged.held_at_open,
-        "failedToOpen": merged.failed_to_open,
-        "droppedInFlight": merged.dropped_in_flight,
-        "reopened": merged.reopened,
-        "outsideEnvelope": merged.outside_envelope,
-        "answers": by_answer,
-        "retriesFollowed": merged.retries_followed,
-        "p50Ms": p50,
-        "p99Ms": p99,
-        "maxMs": max,
-        "soldOutSecs": sold_out_s,
-        "lastAnswerSecs": last_us as f64 / 1e6,
-        "rowsLandedSecs": rows_landed.map(|t| t.saturating_duration_since(opened).as_secs_f64()),
-        "unsold": unsold,
-        "report": summary,
-        "audit": audit,
-        "problems": problems,
-    });
-    Ok(Verdict { render, doc, problems })
+
+    fn problems(&self, figures: &Figures) -> Vec<String> {
+        let merged = self.merged;
+        let mut problems = Vec::new();
+        if merged.failed_to_open > 0 {
+            problems.push(format!("{} connections could not be opened", merged.failed_to_open));
+        }
+        if merged.dropped_in_flight > 0 {
+            problems.push(format!("{} connections closed under a request", merged.dropped_in_flight));
+        }
+        let outside: u64 = merged.outside_envelope.values().sum();
+        if outside > 0 {
+            problems.push(format!("{outside} answers outside the envelope: {:?}", merged.outside_envelope));
+        }
+        let unsold = figures.audit.remaining_stock;
+        if unsold > 0 {
+            problems.push(format!("{unsold} units unsold"));
+        }
+        if figures.unanswered > 0 {
+            let (unanswered, others) = (figures.unanswered, &figures.others);
+            problems.push(format!("{unanswered} buyers without a final answer (success or SOLD_OUT): {others:?}"));
+        }
+        if !figures.audit.passed {
+            problems.push("the audit failed".to_owned());
+        }
+        problems
+    }
+
+    /// The buyers' latency (first send to final answer): p50, p99, max.
+    fn latency(figures: &Figures) -> (f64, f64, f64) {
+        let total = figures.summary.rows.iter().find(|r| r.label == "TOTAL");
+        total.map_or((0.0, 0.0, 0.0), |r| (r.median_ms, r.p99_ms, r.max_ms))
+    }
+
+    fn rows_landed_secs(&self, figures: &Figures) -> Option<f64> {
+        figures.rows_landed.map(|t| t.saturating_duration_since(self.opened).as_secs_f64())
+    }
+
+    fn render(&self, counted: &Counted, figures: &Figures, problems: &[String]) -> String {
+        let (merged, (p50, p99, max)) = (self.merged, Self::latency(figures));
+        let outside: u64 = merged.outside_envelope.values().sum();
+        let mut render = crate::report::render(&figures.summary);
+        render.push_str(&format!(
+            "\nThe crowd: {} connections in {} process(es), {} held at the opening instant, {} not opened, {} reopened between requests\n\
+             closed under a request: {}   answers outside the envelope: {outside} {:?}\n\
+             answers by outcome: {:?}   Retry-After followed: {}\n\
+             buyer latency (first send to final answer): p50 {p50:.0} ms, p99 {p99:.0} ms, max {max:.0} ms\n\
+             sold out {} after the opening instant; last answer {:.3} s; all rows in MariaDB {}\n\n",
+            self.args.connections,
+            self.parts,
+            merged.held_at_open,
+            merged.failed_to_open,
+            merged.reopened,
+            merged.dropped_in_flight,
+            merged.outside_envelope,
+            counted.by_answer,
+            merged.retries_followed,
+            counted.sold_out_us.map_or("never (no sale)".to_owned(), |us| format!("{:.3} s", us as f64 / 1e6)),
+            counted.last_us as f64 / 1e6,
+            self.rows_landed_secs(figures)
+                .map_or("NOT within the drain timeout".to_owned(), |s| format!("{s:.3} s after the opening instant")),
+        ));
+        render.push_str(&figures.audit.render());
+        if !problems.is_empty() {
+            render.push_str(&format!("\nPROBLEMS: {}\n", problems.join("; ")));
+        }
+        render
+    }
+
+    fn doc(&self, counted: &Counted, figures: &Figures, problems: &[String]) -> Value {
+        let (args, merged, (p50, p99, max)) = (self.args, self.merged, Self::latency(figures));
+        json!({
+            "voucherId": self.voucher,
+            "connections": args.connections,
+            "processes": self.parts,
+            "users": self.users.len(),
+            "stock": args.stock,
+            "guard": args.guard,
+            "admitPerSecond": args.admit_per_second,
+            "retries": args.retries,
+            "heldAtOpen": merged.held_at_open,
+            "failedToOpen": merged.failed_to_open,
+            "droppedInFlight": merged.dropped_in_flight,
+            "reopened": merged.reopened,
+            "outsideEnvelope": merged.outside_envelope,
+            "answers": counted.by_answer,
+            "retriesFollowed": merged.retries_followed,
+            "p50Ms": p50,
+            "p99Ms": p99,
+            "maxMs": max,
+            "soldOutSecs": counted.sold_out_us.map(|us| us as f64 / 1e6),
+            "lastAnswerSecs": counted.last_us as f64 / 1e6,
+            "rowsLandedSecs": self.rows_landed_secs(figures),
+            "unsold": figures.audit.remaining_stock,
+            "report": figures.summary,
+            "audit": figures.audit,
+            "problems": problems,
+        })
+    }
 }
 
 /// The answers a sale expects: bought, or sold out.

@@ -22,15 +22,13 @@ mod cpu;
 mod crowd;
 mod guarded;
 mod report;
+mod sale;
 mod voucher;
 
 use std::{
     collections::BTreeMap,
     path::PathBuf,
-    sync::{
-        Arc,
-        atomic::{AtomicUsize, Ordering},
-    },
+    sync::{Arc, atomic::Ordering},
     time::{Duration, Instant},
 };
 
@@ -42,9 +40,10 @@ use hmdp::{
     keys::Keys,
     startup::{connect_database, connect_redis},
 };
-use serde_json::{Value, json};
+use serde_json::json;
 
-use report::{Outcome, Recorder};
+use report::Outcome;
+use sale::User;
 
 #[derive(Parser)]
 #[command(name = "seckill-load", about = "Load-test the seckill route, then audit the database")]
@@ -174,6 +173,9 @@ async fn sale(args: Args) -> anyhow::Result<()> {
     let db = connect_database(args.db.url(), 4).await?;
     let tokens = load_tokens(&args, &db).await?;
     anyhow::ensure!(!tokens.is_empty(), "no users: give --users N or --tokens FILE");
+    // The last `--bots` users are bots, not buyers: the audit counts the
+    // buyers alone.
+    anyhow::ensure!(args.guard.bots < tokens.len(), "--bots must leave some buyers");
 
     let client =
         reqwest::Client::builder().pool_max_idle_per_host(args.concurrency).timeout(Duration::from_secs(60)).build()?;
@@ -184,186 +186,94 @@ async fn sale(args: Args) -> anyhow::Result<()> {
         (None, None) => anyhow::bail!("give --stock S (creates a voucher) or --voucher ID"),
     };
     let before = if args.ceiling { None } else { Some(audit::Snapshot::read(&db, voucher).await?) };
-
-    // The last `--bots` users are bots, not buyers: the audit counts the
-    // buyers alone.
-    anyhow::ensure!(args.guard.bots < tokens.len(), "--bots must leave some buyers");
-    let buyers = tokens.len() - args.guard.bots;
-    let jobs: Arc<Vec<usize>> =
-        Arc::new((0..buyers).flat_map(|user| std::iter::repeat_n(user, args.requests_per_user)).collect());
-    let guarded = args.guard.guard.is_some();
-    let ledger = Arc::new(guarded::Ledger::default());
-    let tokens = Arc::new(tokens);
-    let next = Arc::new(AtomicUsize::new(0));
-    let done = Arc::new(AtomicUsize::new(0));
-    let retried = Arc::new(AtomicUsize::new(0));
-    // Keys of this run: another run's keys never meet them.
-    let run = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_nanos();
-    let base = args.base_url.trim_end_matches('/');
-    let (method, url) = if args.ceiling {
-        (reqwest::Method::GET, format!("{base}/user/me"))
-    } else {
-        (reqwest::Method::POST, format!("{base}/voucher-order/seckill/{voucher}"))
-    };
-    eprintln!(
-        "{method} {url}: {} requests from {} users, concurrency {}, ramp-up {}s{}",
-        jobs.len(),
-        tokens.len(),
-        args.concurrency,
-        args.ramp_up,
-        args.throughput.map(|rate| format!(", at most {rate}/s")).unwrap_or_default()
-    );
+    let plan = Arc::new(sale::Plan::new(&args, client, voucher, tokens));
+    plan.announce();
 
     let locks_before = match &args.chaos.fault {
-        Some(_) => chaos::locks_lost(&client, &args.chaos.instances).await,
+        Some(_) => chaos::locks_lost(&plan.client, &args.chaos.instances).await,
         None => 0,
     };
-    let injection = args.chaos.fault.is_some().then(|| chaos::inject(&args.chaos, client.clone()));
+    let injection = args.chaos.fault.is_some().then(|| chaos::inject(&args.chaos, plan.client.clone()));
     let cpu_before = cpu::sample(&args.cpu);
-    let progress = tokio::spawn(show_progress(done.clone(), jobs.len()));
-    let paced_from = Instant::now();
-    let throughput = args.throughput;
-    let workers: Vec<_> = (0..args.concurrency)
-        .map(|w| {
-            let (client, jobs, tokens, next, done, url, method) =
-                (client.clone(), jobs.clone(), tokens.clone(), next.clone(), done.clone(), url.clone(), method.clone());
-            let (retries, retried) = (args.retries, retried.clone());
-            let (ledger, base) = (ledger.clone(), base.to_owned());
-            let greedy = guarded::Greedy::among(args.guard.greedy, buyers);
-            let delay = Duration::from_secs_f64(args.ramp_up * w as f64 / args.concurrency as f64);
-            tokio::spawn(async move {
-                tokio::time::sleep(delay).await;
-                let mut recorder = Recorder::new();
-                let mut answers = Vec::new();
-                let mut succeeded_at = Vec::new();
-                let mut sold_out_at = Vec::new();
-                let mut last_sale_sent: Option<Instant> = None;
-                let mut others: BTreeMap<String, u64> = BTreeMap::new();
-                loop {
-                    let i = next.fetch_add(1, Ordering::Relaxed);
-                    let Some(&user) = jobs.get(i) else { break };
-                    if let Some(rate) = throughput {
-                        tokio::time::sleep_until((paced_from + Duration::from_secs_f64(i as f64 / rate)).into()).await;
-                    }
-                    // A guarded sale's buyer first asks for a path (and may
-                    // be refused there: sold out while in line).
-                    let url = if guarded {
-                        let greedy = greedy.is(user);
-                        match guarded::admit(&client, &base, voucher, &tokens[user].token, greedy, &ledger).await {
-                            guarded::Admitted::Path { path } => format!("{url}/{path}"),
-                            guarded::Admitted::Refused(answer, status) => {
-                                let now = Instant::now();
-                                let (outcome, _, other) = read_answer(status, answer);
-                                recorder.record(outcome, now, now);
-                                if let Some(what) = other {
-                                    *others.entry(what).or_default() += 1;
-                                }
-                                answers.push((user, outcome, None));
-                                done.fetch_add(1, Ordering::Relaxed);
-                                continue;
-                            }
-                        }
-                    } else {
-                        url.clone()
-                    };
-                    let sent = Instant::now();
-                    if guarded {
-                        ledger.order_sent(sent);
-                    }
-                    let key = (retries > 0).then(|| format!("load-{run}-{i}"));
-                    let mut attempt = 0;
-                    let (outcome, order_id, other) = loop {
-                        let answer = call(&client, method.clone(), &url, &tokens[user].token, key.as_deref()).await;
-                        if attempt >= retries || !retryable(&answer) {
-                            break answer;
-                        }
-                        attempt += 1;
-                        retried.fetch_add(1, Ordering::Relaxed);
-                        tokio::time::sleep(Duration::from_millis(200 * u64::from(attempt)).min(Duration::from_secs(2)))
-                            .await;
-                    };
-                    let answered = Instant::now();
-                    recorder.record(outcome, sent, answered);
-                    if guarded {
-                        ledger.order_answered(sent, answered);
-                        if greedy.is(user) && matches!(outcome, Outcome::Success | Outcome::Unreplicated) {
-                            ledger.greedy_won();
-                        }
-                    }
-                    match outcome {
-                        Outcome::Success | Outcome::Unreplicated => {
-                            succeeded_at.push(answered);
-                            last_sale_sent = last_sale_sent.max(Some(sent));
-                        }
-                        Outcome::SoldOut => sold_out_at.push(answered),
-                        _ => {}
-                    }
-                    if let Some(what) = other {
-                        *others.entry(what).or_default() += 1;
-                    }
-                    answers.push((user, outcome, order_id));
-                    done.fetch_add(1, Ordering::Relaxed);
-                }
-                (recorder, answers, others, (succeeded_at, sold_out_at, last_sale_sent))
-            })
-        })
-        .collect();
-    let bots: Vec<_> = (buyers..tokens.len())
-        .enumerate()
-        .map(|(i, user)| {
-            let (client, tokens, ledger, base) = (client.clone(), tokens.clone(), ledger.clone(), base.to_owned());
-            tokio::spawn(async move { guarded::bot(&client, &base, voucher, &tokens[user].token, i, &ledger).await })
-        })
-        .collect();
-    let mut recorder = Recorder::new();
-    let mut answers = Vec::with_capacity(jobs.len());
-    let mut others: BTreeMap<String, u64> = BTreeMap::new();
-    let (mut succeeded_at, mut sold_out_at, mut last_sale_sent) = (Vec::new(), Vec::new(), None);
-    for worker in workers {
-        let (part, part_answers, part_others, (part_succeeded_at, part_sold_out_at, part_last_sale)) = worker.await?;
-        recorder.merge(part);
-        answers.extend(part_answers);
-        succeeded_at.extend(part_succeeded_at);
-        sold_out_at.extend(part_sold_out_at);
-        last_sale_sent = last_sale_sent.max(part_last_sale);
-        for (what, n) in part_others {
-            *others.entry(what).or_default() += n;
-        }
-    }
-    let mut bot_answers: BTreeMap<String, u64> = BTreeMap::new();
-    for bot in bots {
-        *bot_answers.entry(bot.await?).or_default() += 1;
-    }
-    let guard_report = guarded.then(|| {
+    let counters = Arc::new(sale::Counters::default());
+    let progress = tokio::spawn(sale::show_progress(counters.done.clone(), plan.jobs.len()));
+    let ledger = Arc::new(guarded::Ledger::default());
+    let (tally, bot_answers) = sale::drive(plan.clone(), counters.clone(), ledger.clone()).await?;
+    progress.abort();
+    let guard_report = plan.guarded.then(|| {
         let ledger = Arc::try_unwrap(ledger).unwrap_or_else(|_| panic!("every worker has ended"));
         guarded::GuardReport::new(&args.guard, ledger, bot_answers)
     });
-    if !others.is_empty() {
-        eprintln!("other answers, by status: {others:?}");
+    if !tally.others.is_empty() {
+        eprintln!("other answers, by status: {:?}", tally.others);
     }
-    let retried = retried.load(Ordering::Relaxed);
+    let retried = counters.retried.load(Ordering::Relaxed);
     if args.retries > 0 {
         eprintln!("retries with the same Idempotency-Key: {retried}");
     }
-    progress.abort();
     eprintln!();
 
-    let summary = recorder.summary();
-    let Some(before) = before else {
-        let cpu = cpu::per_request(&cpu_before, &cpu::sample(&args.cpu), jobs.len() as u64);
-        println!("{}", report::render(&summary));
-        if !cpu.is_empty() {
-            println!("{}", cpu::render(&cpu));
-        }
-        if let Some(path) = &args.json {
-            let doc = json!({ "ceiling": url, "users": tokens.len(), "requests": jobs.len(), "concurrency": args.concurrency, "report": summary, "cpu": cpu });
-            std::fs::write(path, serde_json::to_string_pretty(&doc)?)
-                .with_context(|| format!("writing {}", path.display()))?;
-        }
-        let failed = recorder.count(Outcome::Other) + recorder.count(Outcome::Unavailable);
-        anyhow::ensure!(failed == 0, "{failed} requests failed");
-        return Ok(());
-    };
+    let Some(before) = before else { return ceiling(&args, &plan, &tally, &cpu_before) };
+    let mut run = Run { plan: &plan, tally, retried, guard_report };
+    let settled = settle(&args, &mut run, db, &before, &cpu_before).await?;
+    print_sale(&run, &settled);
+    if let Some(path) = &args.json {
+        write_json(path, &args, &run, &settled)?;
+    }
+    if let (Some(fault), Some(injection)) = (&args.chaos.fault, injection) {
+        return chaos_verdict(&args, &run, &settled, fault, injection.await?, locks_before).await;
+    }
+    verdict(&args, &run, &settled)
+}
+
+/// The ceiling's run (`--ceiling`): the report and the CPU, no audit.
+fn ceiling(args: &Args, plan: &sale::Plan, tally: &sale::Tally, cpu_before: &cpu::Sample) -> anyhow::Result<()> {
+    let summary = tally.recorder.summary();
+    let cpu = cpu::per_request(cpu_before, &cpu::sample(&args.cpu), plan.jobs.len() as u64);
+    println!("{}", report::render(&summary));
+    if !cpu.is_empty() {
+        println!("{}", cpu::render(&cpu));
+    }
+    if let Some(path) = &args.json {
+        let doc = json!({ "ceiling": plan.url, "users": plan.tokens.len(), "requests": plan.jobs.len(), "concurrency": args.concurrency, "report": summary, "cpu": cpu });
+        std::fs::write(path, serde_json::to_string_pretty(&doc)?)
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    let failed = tally.recorder.count(Outcome::Other) + tally.recorder.count(Outcome::Unavailable);
+    anyhow::ensure!(failed == 0, "{failed} requests failed");
+    Ok(())
+}
+
+/// What the sale's requests came to.
+struct Run<'a> {
+    plan: &'a sale::Plan,
+    tally: sale::Tally,
+    retried: usize,
+    guard_report: Option<guarded::GuardReport>,
+}
+
+/// The sale at rest: its rows landed (or not), Redis drained, the
+/// after-sale scenario run, and the audit of it all.
+struct Settled {
+    summary: report::Summary,
+    successes: u64,
+    unreplicated: u64,
+    first_sent: Instant,
+    rows_landed: Option<Instant>,
+    drain_timeout: Duration,
+    after_sale: Option<aftersale::AfterSaleReport>,
+    audit: audit::Audit,
+    cpu: BTreeMap<String, cpu::CpuUse>,
+}
+
+async fn settle(
+    args: &Args,
+    run: &mut Run<'_>,
+    db: sqlx::MySqlPool,
+    before: &audit::Snapshot,
+    cpu_before: &cpu::Sample,
+) -> anyhow::Result<Settled> {
+    let (plan, recorder) = (run.plan, &run.tally.recorder);
     let mut successes = recorder.count(Outcome::Success);
     let unreplicated = recorder.count(Outcome::Unreplicated);
     let first_sent = recorder.first_sent().unwrap_or_else(Instant::now);
@@ -372,40 +282,26 @@ async fn sale(args: Args) -> anyhow::Result<()> {
     // connections of the first one while the sale ran.
     db.close().await;
     let db = connect_database(args.db.url(), 4).await?;
-    let rows_landed =
-        wait_for_rows(&db, voucher, before.orders + (successes + unreplicated) as i64, drain_timeout).await?;
+    let expected = before.orders + (successes + unreplicated) as i64;
+    let rows_landed = wait_for_rows(&db, plan.voucher, expected, drain_timeout).await?;
     let mut redis = connect_redis(&args.redis).await?;
     let keys = Keys::new(&args.redis.key_prefix);
-    let mut reconciliation = wait_for_drain(&db, &mut redis, &keys, voucher, drain_timeout).await?;
+    let mut reconciliation = wait_for_drain(&db, &mut redis, &keys, plan.voucher, drain_timeout).await?;
     let after_sale = match (args.pay_percent, args.pay_timeout_s) {
         (Some(percent), Some(timeout)) => {
-            let winners: Vec<(usize, String, i64)> = answers
-                .iter()
-                .filter(|(_, outcome, _)| *outcome == Outcome::Success)
-                .filter_map(|(user, _, id)| Some((*user, tokens[*user].token.clone(), (*id)?)))
-                .collect();
-            let losers: Vec<(usize, String)> = answers
-                .iter()
-                .filter(|(_, outcome, _)| *outcome == Outcome::SoldOut)
-                .map(|(user, _, _)| (*user, tokens[*user].token.clone()))
-                .collect();
-            let base = args.base_url.trim_end_matches('/');
             let scenario = aftersale::Scenario { pay_percent: percent, pay_timeout: Duration::from_secs(timeout) };
-            let report = aftersale::run(&client, base, &db, voucher, &winners, &losers, scenario).await?;
+            let report = after_sale(&db, run, scenario).await?;
             // The audit weighs live orders: the cancelled ones left, the
             // second wave's came.
             successes = successes + report.second_wave_successes - report.returned;
-            for &(user, id) in &report.second_wave_orders {
-                answers.push((user, Outcome::Success, Some(id)));
-            }
-            reconciliation = wait_for_drain(&db, &mut redis, &keys, voucher, drain_timeout).await?;
+            reconciliation = wait_for_drain(&db, &mut redis, &keys, plan.voucher, drain_timeout).await?;
             Some(report)
         }
         _ => None,
     };
     // Every order's cost is in: answered, persisted, drained.
-    let cpu = cpu::per_request(&cpu_before, &cpu::sample(&args.cpu), jobs.len() as u64);
-    let after = audit::Snapshot::read(&db, voucher).await?;
+    let cpu = cpu::per_request(cpu_before, &cpu::sample(&args.cpu), plan.jobs.len() as u64);
+    let after = audit::Snapshot::read(&db, plan.voucher).await?;
     let stock_added = match &args.stock_delta_file {
         Some(path) => read_stock_deltas(path)?,
         None => 0,
@@ -413,109 +309,161 @@ async fn sale(args: Args) -> anyhow::Result<()> {
     if stock_added != 0 {
         eprintln!("stock changed mid-sale by {stock_added} through the admin's route");
     }
-    let mut audit = audit::Audit::new(&db, voucher, &before, &after, successes, unreplicated, stock_added)
+    let recorder = &run.tally.recorder;
+    let mut audit = audit::Audit::new(&db, plan.voucher, before, &after, successes, unreplicated, stock_added)
         .await?
         .with_refusals(audit::Refusals {
             demand_met: after_sale.as_ref().is_some_and(|r| r.second_wave_successes == r.second_wave_users),
-            ..audit::Refusals::count(buyers as u64, &recorder, &others)
+            ..audit::Refusals::count(plan.buyers as u64, recorder, &run.tally.others)
         });
     if let Some(report) = reconciliation {
         audit = audit.with_redis(report);
     }
-    let user_ids: Vec<Option<u64>> = tokens.iter().map(|u| u.id).collect();
-    if let Some(check) = audit::check_answers(&db, voucher, &user_ids, &answers).await? {
+    let user_ids: Vec<Option<u64>> = plan.tokens.iter().map(|u| u.id).collect();
+    if let Some(check) = audit::check_answers(&db, plan.voucher, &user_ids, &run.tally.answers).await? {
         audit = audit.with_answers(check);
     }
-    println!("{}", report::render(&summary));
-    match rows_landed {
+    let summary = recorder.summary();
+    Ok(Settled { summary, successes, unreplicated, first_sent, rows_landed, drain_timeout, after_sale, audit, cpu })
+}
+
+/// The after-sale scenario: some winners pay, the rest time out, and the
+/// losers buy the returned units; the second wave's orders join the answers.
+async fn after_sale(
+    db: &sqlx::MySqlPool,
+    run: &mut Run<'_>,
+    scenario: aftersale::Scenario,
+) -> anyhow::Result<aftersale::AfterSaleReport> {
+    let plan = run.plan;
+    let answers = &run.tally.answers;
+    let winners: Vec<(usize, String, i64)> = answers
+        .iter()
+        .filter(|(_, outcome, _)| *outcome == Outcome::Success)
+        .filter_map(|(user, _, id)| Some((*user, plan.tokens[*user].token.clone(), (*id)?)))
+        .collect();
+    let losers: Vec<(usize, String)> = answers
+        .iter()
+        .filter(|(_, outcome, _)| *outcome == Outcome::SoldOut)
+        .map(|(user, _, _)| (*user, plan.tokens[*user].token.clone()))
+        .collect();
+    let report = aftersale::run(&plan.client, &plan.base, db, plan.voucher, &winners, &losers, scenario).await?;
+    for &(user, id) in &report.second_wave_orders {
+        run.tally.answers.push((user, Outcome::Success, Some(id)));
+    }
+    Ok(report)
+}
+
+/// A refusal answered before the order that took the last unit was even
+/// sent was wrong when it was said: a unit was there for that buyer.
+fn sold_out_early(tally: &sale::Tally) -> usize {
+    tally.sold_out_at.iter().filter(|at| Some(**at) < tally.last_sale_sent).count()
+}
+
+fn print_sale(run: &Run<'_>, settled: &Settled) {
+    let orders = settled.successes + settled.unreplicated;
+    println!("{}", report::render(&settled.summary));
+    match settled.rows_landed {
         Some(at) => println!(
-            "All {} orders in MariaDB {:.3} s after the first request.\n",
-            successes + unreplicated,
-            (at - first_sent).as_secs_f64()
+            "All {orders} orders in MariaDB {:.3} s after the first request.\n",
+            (at - settled.first_sent).as_secs_f64()
         ),
-        None => println!(
-            "NOT all {} orders reached MariaDB within {drain_timeout:?} of the last answer.\n",
-            successes + unreplicated
-        ),
+        None => {
+            println!("NOT all {orders} orders reached MariaDB within {:?} of the last answer.\n", settled.drain_timeout)
+        }
     }
-    println!("{}", audit.render());
-    // A refusal answered before the order that took the last unit was even
-    // sent was wrong when it was said: a unit was there for that buyer.
-    let sold_out_early = sold_out_at.iter().filter(|at| Some(**at) < last_sale_sent).count();
+    println!("{}", settled.audit.render());
+    let early = sold_out_early(&run.tally);
     println!(
-        "SOLD_OUT answered before the last sale's order was sent: {sold_out_early} of {} SOLD_OUT ({:.3} % of requests)\n",
-        sold_out_at.len(),
-        100.0 * sold_out_early as f64 / jobs.len().max(1) as f64
+        "SOLD_OUT answered before the last sale's order was sent: {early} of {} SOLD_OUT ({:.3} % of requests)\n",
+        run.tally.sold_out_at.len(),
+        100.0 * early as f64 / run.plan.jobs.len().max(1) as f64
     );
-    if !cpu.is_empty() {
-        println!("{}", cpu::render(&cpu));
+    if !settled.cpu.is_empty() {
+        println!("{}", cpu::render(&settled.cpu));
     }
-    if let Some(report) = &after_sale {
+    if let Some(report) = &settled.after_sale {
         println!("{}", report.render());
     }
-    if let Some(report) = &guard_report {
-        println!("{}", report.render(buyers, successes + unreplicated));
+    if let Some(report) = &run.guard_report {
+        println!("{}", report.render(run.plan.buyers, orders));
     }
+}
 
-    if let Some(path) = &args.json {
-        let doc = json!({
-            "voucherId": voucher,
-            "users": tokens.len(),
-            "requests": jobs.len(),
-            "concurrency": args.concurrency,
-            "rampUpSecs": args.ramp_up,
-            "throughput": args.throughput,
-            "report": &summary,
-            "rowsLandedSecs": rows_landed.map(|at| (at - first_sent).as_secs_f64()),
-            "otherAnswers": &others,
-            "retried": retried,
-            "afterSale": &after_sale,
-            "audit": &audit,
-            "soldOutBeforeLastSale": sold_out_early,
-            "guarded": &guard_report,
-            "cpu": &cpu,
-        });
-        std::fs::write(path, serde_json::to_string_pretty(&doc)?)
-            .with_context(|| format!("writing {}", path.display()))?;
-    }
-    if let (Some(fault), Some(injection)) = (&args.chaos.fault, injection) {
-        let injection = injection.await?;
-        let users: Vec<&str> = tokens.iter().skip(1).map(|u| u.token.as_str()).collect();
-        let admin_key = args.admin_key.as_deref().unwrap_or_default();
-        let again = chaos::orders_again(&client, &args.chaos.instances, admin_key, &users).await;
-        let locks_lost = chaos::locks_lost(&client, &args.chaos.instances).await.saturating_sub(locks_before);
-        let run = chaos::Run {
-            mode: &args.chaos.mode,
-            fault,
-            fault_at: args.chaos.fault_at,
-            wall_secs: summary.wall_secs,
-            outcomes: summary
-                .rows
-                .iter()
-                .filter(|r| r.label != "TOTAL")
-                .map(|r| (r.label.clone(), r.samples))
-                .collect(),
-            others: &others,
-            retries: (args.retries > 0).then_some(retried),
-            after_sale: after_sale.as_ref(),
-            audit: &audit,
-            load_passed: audit.passed && after_sale.as_ref().is_none_or(aftersale::AfterSaleReport::passed),
-            injection: &injection,
-            orders_again: &again,
-            locks_lost,
-            during_fault: succeeded_at.iter().filter(|at| injection.lasted(**at)).count() as u64,
-        };
-        let problems = run.report(args.chaos.table.as_deref(), args.chaos.problems.as_deref())?;
-        anyhow::ensure!(problems.is_empty(), "the chaos run found {} problem(s)", problems.len());
-        return Ok(());
-    }
-    anyhow::ensure!(audit.passed, "audit failed");
-    anyhow::ensure!(guard_report.as_ref().is_none_or(guarded::GuardReport::bots_kept_out), "a bot placed an order");
+fn write_json(path: &std::path::Path, args: &Args, run: &Run<'_>, settled: &Settled) -> anyhow::Result<()> {
+    let doc = json!({
+        "voucherId": run.plan.voucher,
+        "users": run.plan.tokens.len(),
+        "requests": run.plan.jobs.len(),
+        "concurrency": args.concurrency,
+        "rampUpSecs": args.ramp_up,
+        "throughput": args.throughput,
+        "report": &settled.summary,
+        "rowsLandedSecs": settled.rows_landed.map(|at| (at - settled.first_sent).as_secs_f64()),
+        "otherAnswers": &run.tally.others,
+        "retried": run.retried,
+        "afterSale": &settled.after_sale,
+        "audit": &settled.audit,
+        "soldOutBeforeLastSale": sold_out_early(&run.tally),
+        "guarded": &run.guard_report,
+        "cpu": &settled.cpu,
+    });
+    std::fs::write(path, serde_json::to_string_pretty(&doc)?).with_context(|| format!("writing {}", path.display()))
+}
+
+/// A chaos run's verdict: the sale's audit, the orders asked again after
+/// the fault, the locks lost, the answers during the fault.
+async fn chaos_verdict(
+    args: &Args,
+    run: &Run<'_>,
+    settled: &Settled,
+    fault: &str,
+    injection: chaos::Injection,
+    locks_before: u64,
+) -> anyhow::Result<()> {
+    let client = &run.plan.client;
+    let users: Vec<&str> = run.plan.tokens.iter().skip(1).map(|u| u.token.as_str()).collect();
+    let admin_key = args.admin_key.as_deref().unwrap_or_default();
+    let again = chaos::orders_again(client, &args.chaos.instances, admin_key, &users).await;
+    let locks_lost = chaos::locks_lost(client, &args.chaos.instances).await.saturating_sub(locks_before);
+    let after_sale = settled.after_sale.as_ref();
+    let verdict = chaos::Run {
+        mode: &args.chaos.mode,
+        fault,
+        fault_at: args.chaos.fault_at,
+        wall_secs: settled.summary.wall_secs,
+        outcomes: settled
+            .summary
+            .rows
+            .iter()
+            .filter(|r| r.label != "TOTAL")
+            .map(|r| (r.label.clone(), r.samples))
+            .collect(),
+        others: &run.tally.others,
+        retries: (args.retries > 0).then_some(run.retried),
+        after_sale,
+        audit: &settled.audit,
+        load_passed: settled.audit.passed && after_sale.is_none_or(aftersale::AfterSaleReport::passed),
+        injection: &injection,
+        orders_again: &again,
+        locks_lost,
+        during_fault: run.tally.succeeded_at.iter().filter(|at| injection.lasted(**at)).count() as u64,
+    };
+    let problems = verdict.report(args.chaos.table.as_deref(), args.chaos.problems.as_deref())?;
+    anyhow::ensure!(problems.is_empty(), "the chaos run found {} problem(s)", problems.len());
+    Ok(())
+}
+
+/// A sale without a fault passes when its audit, its guard and its
+/// after-sale pass, and (with `--fail-on-other`) nothing unexpected came.
+fn verdict(args: &Args, run: &Run<'_>, settled: &Settled) -> anyhow::Result<()> {
+    anyhow::ensure!(settled.audit.passed, "audit failed");
+    anyhow::ensure!(run.guard_report.as_ref().is_none_or(guarded::GuardReport::bots_kept_out), "a bot placed an order");
     anyhow::ensure!(
-        after_sale.as_ref().is_none_or(aftersale::AfterSaleReport::passed),
+        settled.after_sale.as_ref().is_none_or(aftersale::AfterSaleReport::passed),
         "the after-sale scenario failed"
     );
     // Without a fault, a 503 is as unexpected as anything else.
+    let recorder = &run.tally.recorder;
     let unexpected = recorder.count(Outcome::Other) + recorder.count(Outcome::Unavailable);
     anyhow::ensure!(!args.fail_on_other || unexpected == 0, "{unexpected} requests ended in unexpected outcomes");
     Ok(())
@@ -597,90 +545,6 @@ fn read_stock_deltas(path: &std::path::Path) -> anyhow::Result<i64> {
         .sum()
 }
 
-/// What a retrying client sends again: no answer, a 502, a 503, or its
-/// key still in flight.
-fn retryable(answer: &(Outcome, Option<i64>, Option<String>)) -> bool {
-    match answer {
-        (Outcome::Unavailable, ..) => true,
-        (Outcome::Other, _, Some(what)) => {
-            what.starts_with("no answer") || what.starts_with("HTTP 502") || what.contains("IDEMPOTENCY_IN_FLIGHT")
-        }
-        _ => false,
-    }
-}
-
-async fn call(
-    client: &reqwest::Client,
-    method: reqwest::Method,
-    url: &str,
-    token: &str,
-    idempotency_key: Option<&str>,
-) -> (Outcome, Option<i64>, Option<String>) {
-    let mut request = client.request(method, url).header("authorization", token);
-    if let Some(key) = idempotency_key {
-        request = request.header("idempotency-key", key);
-    }
-    let resp = match request.send().await {
-        Ok(resp) => resp,
-        Err(err) => {
-            let kind = if err.is_timeout() {
-                "timeout"
-            } else if err.is_connect() {
-                "connect"
-            } else {
-                "connection lost"
-            };
-            return other(format!("no answer: {kind}"), format!("{err:?}"));
-        }
-    };
-    let status = resp.status();
-    match resp.json::<Value>().await {
-        Ok(body) => read_answer(status, body),
-        Err(_) => other(format!("HTTP {} not an envelope", status.as_u16()), format!("HTTP {status}")),
-    }
-}
-
-/// An answer of the order route (or the path route's refusal), read as
-/// the report counts it.
-fn read_answer(status: reqwest::StatusCode, body: Value) -> (Outcome, Option<i64>, Option<String>) {
-    if !body.get("success").is_some_and(Value::is_boolean) {
-        return other(format!("HTTP {} not an envelope", status.as_u16()), format!("HTTP {status}"));
-    }
-    let order_id = body["data"].as_str().and_then(|id| id.parse().ok());
-    if status == reqwest::StatusCode::ACCEPTED && body["success"] == true {
-        return (Outcome::Unreplicated, order_id, None);
-    }
-    if status.is_success() && body["success"] == true {
-        return (Outcome::Success, order_id, None);
-    }
-    let code = body["errorCode"].as_str().unwrap_or("no errorCode");
-    let outcome = match code {
-        "SOLD_OUT" => Outcome::SoldOut,
-        "DUPLICATE_ORDER" => Outcome::Duplicate,
-        "TOO_MANY_REQUESTS" => Outcome::TooManyRequests,
-        "UNAVAILABLE" | "OVERLOADED" if status == reqwest::StatusCode::SERVICE_UNAVAILABLE => Outcome::Unavailable,
-        _ => return other(format!("HTTP {} {code}", status.as_u16()), format!("HTTP {status}: {body}")),
-    };
-    (outcome, order_id, None)
-}
-
-/// An unexpected outcome, by its key; the first few are shown whole, so a
-/// failed run says why.
-fn other(key: String, whole: String) -> (Outcome, Option<i64>, Option<String>) {
-    static SHOWN: AtomicUsize = AtomicUsize::new(0);
-    if SHOWN.fetch_add(1, Ordering::Relaxed) < 5 {
-        eprintln!("\nunexpected outcome: {whole}");
-    }
-    (Outcome::Other, None, Some(key))
-}
-
-/// A user of the run: the token, and the id when known (the audit then
-/// checks every answer against that user's row).
-struct User {
-    id: Option<u64>,
-    token: String,
-}
-
 async fn load_tokens(args: &Args, db: &sqlx::MySqlPool) -> anyhow::Result<Vec<User>> {
     if let Some(path) = &args.tokens {
         let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
@@ -719,13 +583,4 @@ async fn create_voucher(client: &reqwest::Client, args: &Args, stock: i64) -> an
         admit_per_second: args.guard.admit_per_second,
     };
     voucher::create(client, &args.base_url, key, &sale).await
-}
-
-async fn show_progress(done: Arc<AtomicUsize>, total: usize) {
-    let started = Instant::now();
-    loop {
-        tokio::time::sleep(Duration::from_secs(1)).await;
-        let n = done.load(Ordering::Relaxed);
-        eprint!("\r{n}/{total} answered, {:.0}/s     ", n as f64 / started.elapsed().as_secs_f64());
-    }
 }

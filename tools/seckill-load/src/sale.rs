@@ -1,0 +1,356 @@
+//! One sale, driven: `--concurrency` workers each take the next request,
+//! (for a guarded voucher) ask for a path first, order, retry with the
+//! same `Idempotency-Key` when told to, and tally the answer; the bots of a
+//! guarded sale run beside them.
+
+use std::{
+    collections::BTreeMap,
+    sync::{
+        Arc,
+        atomic::{AtomicUsize, Ordering},
+    },
+    time::{Duration, Instant},
+};
+
+use serde_json::Value;
+
+use crate::{
+    Args,
+    guarded::{self, Admitted, Greedy, Ledger},
+    report::{Outcome, Recorder},
+};
+
+/// An answer as the report counts it: the outcome, the order id when
+/// there is one, and what an unexpected answer was.
+type Answer = (Outcome, Option<i64>, Option<String>);
+
+/// What every worker of one sale shares, fixed before the first request.
+pub(crate) struct Plan {
+    pub(crate) client: reqwest::Client,
+    pub(crate) voucher: u64,
+    pub(crate) method: reqwest::Method,
+    pub(crate) url: String,
+    /// The base URL, without a trailing slash.
+    pub(crate) base: String,
+    pub(crate) tokens: Vec<User>,
+    /// The user of each request, in the order they are taken.
+    pub(crate) jobs: Vec<usize>,
+    /// The first `buyers` users buy; the others are the guarded sale's bots.
+    pub(crate) buyers: usize,
+    pub(crate) guarded: bool,
+    concurrency: usize,
+    ramp_up: f64,
+    throughput: Option<f64>,
+    retries: u32,
+    greedy: usize,
+    /// Keys of this run: another run's keys never meet them.
+    run: u128,
+}
+
+impl Plan {
+    pub(crate) fn new(args: &Args, client: reqwest::Client, voucher: u64, tokens: Vec<User>) -> Self {
+        let buyers = tokens.len() - args.guard.bots;
+        let base = args.base_url.trim_end_matches('/').to_owned();
+        let (method, url) = if args.ceiling {
+            (reqwest::Method::GET, format!("{base}/user/me"))
+        } else {
+            (reqwest::Method::POST, format!("{base}/voucher-order/seckill/{voucher}"))
+        };
+        Self {
+            client,
+            voucher,
+            method,
+            url,
+            base,
+            jobs: (0..buyers).flat_map(|user| std::iter::repeat_n(user, args.requests_per_user)).collect(),
+            tokens,
+            buyers,
+            guarded: args.guard.guard.is_some(),
+            concurrency: args.concurrency,
+            ramp_up: args.ramp_up,
+            throughput: args.throughput,
+            retries: args.retries,
+            greedy: args.guard.greedy,
+            run: std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_nanos(),
+        }
+    }
+
+    pub(crate) fn announce(&self) {
+        eprintln!(
+            "{} {}: {} requests from {} users, concurrency {}, ramp-up {}s{}",
+            self.method,
+            self.url,
+            self.jobs.len(),
+            self.tokens.len(),
+            self.concurrency,
+            self.ramp_up,
+            self.throughput.map(|rate| format!(", at most {rate}/s")).unwrap_or_default()
+        );
+    }
+
+    /// Request `i`'s order at `url`, sent again with its key while the
+    /// answer says a retry is safe, up to `retries` times.
+    async fn order(&self, url: &str, user: usize, i: usize, retried: &AtomicUsize) -> Answer {
+        let key = (self.retries > 0).then(|| format!("load-{}-{i}", self.run));
+        let mut attempt = 0;
+        loop {
+            let answer = call(&self.client, self.method.clone(), url, &self.tokens[user].token, key.as_deref()).await;
+            if attempt >= self.retries || !retryable(&answer) {
+                return answer;
+            }
+            attempt += 1;
+            retried.fetch_add(1, Ordering::Relaxed);
+            tokio::time::sleep(Duration::from_millis(200 * u64::from(attempt)).min(Duration::from_secs(2))).await;
+        }
+    }
+}
+
+/// The workers' shared counters: the next request to take, those
+/// answered, and the retries sent.
+#[derive(Default)]
+pub(crate) struct Counters {
+    next: AtomicUsize,
+    pub(crate) done: Arc<AtomicUsize>,
+    pub(crate) retried: AtomicUsize,
+}
+
+/// What the workers saw, merged.
+pub(crate) struct Tally {
+    pub(crate) recorder: Recorder,
+    /// Each request's user, outcome and order id.
+    pub(crate) answers: Vec<(usize, Outcome, Option<i64>)>,
+    /// Unexpected answers, by what they were.
+    pub(crate) others: BTreeMap<String, u64>,
+    pub(crate) succeeded_at: Vec<Instant>,
+    pub(crate) sold_out_at: Vec<Instant>,
+    /// When the last order that won a unit was sent.
+    pub(crate) last_sale_sent: Option<Instant>,
+}
+
+impl Tally {
+    fn new() -> Self {
+        Self {
+            recorder: Recorder::new(),
+            answers: Vec::new(),
+            others: BTreeMap::new(),
+            succeeded_at: Vec::new(),
+            sold_out_at: Vec::new(),
+            last_sale_sent: None,
+        }
+    }
+
+    fn record(&mut self, user: usize, (outcome, order_id, other): Answer, sent: Instant, answered: Instant) {
+        self.recorder.record(outcome, sent, answered);
+        match outcome {
+            Outcome::Success | Outcome::Unreplicated => {
+                self.succeeded_at.push(answered);
+                self.last_sale_sent = self.last_sale_sent.max(Some(sent));
+            }
+            Outcome::SoldOut => self.sold_out_at.push(answered),
+            _ => {}
+        }
+        if let Some(what) = other {
+            *self.others.entry(what).or_default() += 1;
+        }
+        self.answers.push((user, outcome, order_id));
+    }
+
+    /// A buyer turned away on the path route: counted, but no order was
+    /// sent, so it is no sold-out answer to weigh against the last sale.
+    fn refused_on_path(&mut self, user: usize, (outcome, _, other): Answer) {
+        let now = Instant::now();
+        self.recorder.record(outcome, now, now);
+        if let Some(what) = other {
+            *self.others.entry(what).or_default() += 1;
+        }
+        self.answers.push((user, outcome, None));
+    }
+
+    fn merge(&mut self, part: Tally) {
+        self.recorder.merge(part.recorder);
+        self.answers.extend(part.answers);
+        self.succeeded_at.extend(part.succeeded_at);
+        self.sold_out_at.extend(part.sold_out_at);
+        self.last_sale_sent = self.last_sale_sent.max(part.last_sale_sent);
+        for (what, n) in part.others {
+            *self.others.entry(what).or_default() += n;
+        }
+    }
+}
+
+/// Runs the sale: the workers (started evenly over the ramp-up) and the
+/// bots; returns the workers' tally and the bots' answers by kind.
+pub(crate) async fn drive(
+    plan: Arc<Plan>,
+    counters: Arc<Counters>,
+    ledger: Arc<Ledger>,
+) -> anyhow::Result<(Tally, BTreeMap<String, u64>)> {
+    let paced_from = Instant::now();
+    let workers: Vec<_> = (0..plan.concurrency)
+        .map(|w| {
+            let delay = Duration::from_secs_f64(plan.ramp_up * w as f64 / plan.concurrency as f64);
+            let greedy = Greedy::among(plan.greedy, plan.buyers);
+            tokio::spawn(worker(plan.clone(), counters.clone(), ledger.clone(), greedy, delay, paced_from))
+        })
+        .collect();
+    let bots: Vec<_> = (plan.buyers..plan.tokens.len())
+        .enumerate()
+        .map(|(i, user)| {
+            let (plan, ledger) = (plan.clone(), ledger.clone());
+            tokio::spawn(async move {
+                guarded::bot(&plan.client, &plan.base, plan.voucher, &plan.tokens[user].token, i, &ledger).await
+            })
+        })
+        .collect();
+    let mut tally = Tally::new();
+    for worker in workers {
+        tally.merge(worker.await?);
+    }
+    let mut bot_answers: BTreeMap<String, u64> = BTreeMap::new();
+    for bot in bots {
+        *bot_answers.entry(bot.await?).or_default() += 1;
+    }
+    Ok((tally, bot_answers))
+}
+
+async fn worker(
+    plan: Arc<Plan>,
+    counters: Arc<Counters>,
+    ledger: Arc<Ledger>,
+    greedy: Greedy,
+    delay: Duration,
+    paced_from: Instant,
+) -> Tally {
+    tokio::time::sleep(delay).await;
+    let mut tally = Tally::new();
+    loop {
+        let i = counters.next.fetch_add(1, Ordering::Relaxed);
+        let Some(&user) = plan.jobs.get(i) else { break };
+        if let Some(rate) = plan.throughput {
+            tokio::time::sleep_until((paced_from + Duration::from_secs_f64(i as f64 / rate)).into()).await;
+        }
+        // A guarded sale's buyer first asks for a path (and may be refused
+        // there: sold out while in line).
+        let url = if plan.guarded {
+            let token = &plan.tokens[user].token;
+            match guarded::admit(&plan.client, &plan.base, plan.voucher, token, greedy.is(user), &ledger).await {
+                Admitted::Path { path } => format!("{}/{path}", plan.url),
+                Admitted::Refused(answer, status) => {
+                    tally.refused_on_path(user, read_answer(status, answer));
+                    counters.done.fetch_add(1, Ordering::Relaxed);
+                    continue;
+                }
+            }
+        } else {
+            plan.url.clone()
+        };
+        let sent = Instant::now();
+        if plan.guarded {
+            ledger.order_sent(sent);
+        }
+        let answer = plan.order(&url, user, i, &counters.retried).await;
+        let answered = Instant::now();
+        if plan.guarded {
+            ledger.order_answered(sent, answered);
+            if greedy.is(user) && matches!(answer.0, Outcome::Success | Outcome::Unreplicated) {
+                ledger.greedy_won();
+            }
+        }
+        tally.record(user, answer, sent, answered);
+        counters.done.fetch_add(1, Ordering::Relaxed);
+    }
+    tally
+}
+
+/// What a retrying client sends again: no answer, a 502, a 503, or its
+/// key still in flight.
+fn retryable(answer: &Answer) -> bool {
+    match answer {
+        (Outcome::Unavailable, ..) => true,
+        (Outcome::Other, _, Some(what)) => {
+            what.starts_with("no answer") || what.starts_with("HTTP 502") || what.contains("IDEMPOTENCY_IN_FLIGHT")
+        }
+        _ => false,
+    }
+}
+
+async fn call(
+    client: &reqwest::Client,
+    method: reqwest::Method,
+    url: &str,
+    token: &str,
+    idempotency_key: Option<&str>,
+) -> Answer {
+    let mut request = client.request(method, url).header("authorization", token);
+    if let Some(key) = idempotency_key {
+        request = request.header("idempotency-key", key);
+    }
+    let resp = match request.send().await {
+        Ok(resp) => resp,
+        Err(err) => {
+            let kind = if err.is_timeout() {
+                "timeout"
+            } else if err.is_connect() {
+                "connect"
+            } else {
+                "connection lost"
+            };
+            return other(format!("no answer: {kind}"), format!("{err:?}"));
+        }
+    };
+    let status = resp.status();
+    match resp.json::<Value>().await {
+        Ok(body) => read_answer(status, body),
+        Err(_) => other(format!("HTTP {} not an envelope", status.as_u16()), format!("HTTP {status}")),
+    }
+}
+
+/// An answer of the order route (or the path route's refusal), read as
+/// the report counts it.
+fn read_answer(status: reqwest::StatusCode, body: Value) -> Answer {
+    if !body.get("success").is_some_and(Value::is_boolean) {
+        return other(format!("HTTP {} not an envelope", status.as_u16()), format!("HTTP {status}"));
+    }
+    let order_id = body["data"].as_str().and_then(|id| id.parse().ok());
+    if status == reqwest::StatusCode::ACCEPTED && body["success"] == true {
+        return (Outcome::Unreplicated, order_id, None);
+    }
+    if status.is_success() && body["success"] == true {
+        return (Outcome::Success, order_id, None);
+    }
+    let code = body["errorCode"].as_str().unwrap_or("no errorCode");
+    let outcome = match code {
+        "SOLD_OUT" => Outcome::SoldOut,
+        "DUPLICATE_ORDER" => Outcome::Duplicate,
+        "TOO_MANY_REQUESTS" => Outcome::TooManyRequests,
+        "UNAVAILABLE" | "OVERLOADED" if status == reqwest::StatusCode::SERVICE_UNAVAILABLE => Outcome::Unavailable,
+        _ => return other(format!("HTTP {} {code}", status.as_u16()), format!("HTTP {status}: {body}")),
+    };
+    (outcome, order_id, None)
+}
+
+/// An unexpected outcome, by its key; the first few are shown whole, so a
+/// failed run says why.
+fn other(key: String, whole: String) -> Answer {
+    static SHOWN: AtomicUsize = AtomicUsize::new(0);
+    if SHOWN.fetch_add(1, Ordering::Relaxed) < 5 {
+        eprintln!("\nunexpected outcome: {whole}");
+    }
+    (Outcome::Other, None, Some(key))
+}
+
+/// A user of the run: the token, and the id when known (the audit then
+/// checks every answer against that user's row).
+pub(crate) struct User {
+    pub(crate) id: Option<u64>,
+    pub(crate) token: String,
+}
+
+pub(crate) async fn show_progress(done: Arc<AtomicUsize>, total: usize) {
+    let started = Instant::now();
+    loop {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let n = done.load(Ordering::Relaxed);
+        eprint!("\r{n}/{total} answered, {:.0}/s     ", n as f64 / started.elapsed().as_secs_f64());
+    }
+}
