@@ -14,7 +14,6 @@
 use std::{sync::Arc, time::Duration};
 
 use chrono::TimeDelta;
-use hmdp_redis::Redis;
 use sqlx::MySqlPool;
 use tokio_util::sync::CancellationToken;
 
@@ -22,11 +21,8 @@ use super::{
     error::{SeckillError, SeckillResult},
     mode::Mode,
     model::{OrderState, OrderView, status},
-    order,
-    segments::SegmentMaps,
-    store,
+    order, store,
 };
-use crate::keys::Keys;
 
 /// How often each instance looks for unpaid orders past their deadline.
 const SWEEP_EVERY: Duration = Duration::from_secs(1);
@@ -38,9 +34,6 @@ const SWEEP_ORDERS: u32 = 500;
 /// call it straight, not through the `Seckill`.
 pub(crate) struct AfterSale {
     pub(super) db: MySqlPool,
-    pub(super) redis: Redis,
-    pub(super) keys: Keys,
-    pub(super) segments: Arc<SegmentMaps>,
     pub(super) pay_timeout_s: u64,
     /// Told of every unit returned, and given each round.
     pub(super) mode: Arc<Mode>,
@@ -156,8 +149,7 @@ impl AfterSale {
                 let pending = match owner {
                     Some(user) => {
                         let rows = order::Rows { primary: &self.db, replica: None };
-                        order::find_owned(rows, &mut self.redis.clone(), &self.keys, &self.segments, order_id, user)
-                            .await?
+                        self.mode.find_owned(rows, order_id, user).await?
                     }
                     None => None,
                 };

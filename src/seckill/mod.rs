@@ -8,11 +8,11 @@
 //!   keeps per voucher (`admission`);
 //! - `asynchronous/`: one Redis script decides and queues the order; the
 //!   consumer persists the queue in batches, recovery takes over idle
-//!   entries and dead letters, reconcile compares Redis with MariaDB;
-//! - `segments`: a voucher's segments (asynchronous mode), each a set of
-//!   its keys under a hash tag of its own, read from its row once;
+//!   entries and dead letters, reconcile compares Redis with MariaDB; a
+//!   voucher's segments (`segments`), each a set of its keys under a hash
+//!   tag of its own, read from its row once;
 //! - `store`: every statement on the seckill and order tables;
-//! - `model`: the order as its owner sees it; `order` finds it;
+//! - `model`: the order as its owner sees it; `order` finds its row;
 //! - `service`: the `Seckill` service, built once in its mode;
 //! - `routes`: the HTTP handlers of an order after it is placed;
 //! - `error`: `SeckillError`, its messages and codes.
@@ -25,7 +25,6 @@ mod model;
 mod order;
 mod parts;
 pub(crate) mod routes;
-mod segments;
 mod service;
 mod stale;
 mod store;

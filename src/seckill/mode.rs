@@ -1,7 +1,7 @@
 //! The one seam between the two modes: the mode is chosen here, once, at
 //! start-up, and each call that differs by mode `match`es on it in one
-//! place (the service, `service.rs`, and the two hooks of the after-sale
-//! below), then goes straight into the mode's own function. Each mode
+//! place (the service, `service.rs`, and the hooks below, which the
+//! after-sale calls too), then goes straight into the mode's own function. Each mode
 //! builds itself in its own folder (`sync/`, `asynchronous/`).
 
 use std::{sync::Arc, time::Duration};
@@ -10,8 +10,10 @@ use sqlx::MySqlConnection;
 
 use super::{
     asynchronous::AsyncMode,
+    error::SeckillResult,
+    model::OrderView,
+    order::{self, Rows},
     parts::{Dependencies, Workers},
-    segments::SegmentMaps,
     sync::SyncOrders,
 };
 use crate::config::{Config, SeckillMode};
@@ -31,14 +33,13 @@ impl Mode {
         instance: &str,
         deps: &Dependencies,
         workers: &Workers,
-        segments: &Arc<SegmentMaps>,
     ) -> anyhow::Result<Self> {
         Ok(match config.seckill.mode {
             SeckillMode::Sync => {
                 let deadline = Duration::from_millis(config.seckill.request_deadline_ms);
                 Self::Sync(Arc::new(SyncOrders::build(&config.seckill.sync, deadline, deps, workers)))
             }
-            SeckillMode::Async => Self::Async(Box::new(AsyncMode::build(config, instance, deps, segments).await?)),
+            SeckillMode::Async => Self::Async(Box::new(AsyncMode::build(config, instance, deps).await?)),
         })
     }
 
@@ -73,6 +74,30 @@ impl Mode {
         match self {
             Self::Sync(orders) => orders.settle().await,
             Self::Async(mode) => mode.settle().await,
+        }
+    }
+
+    /// The order if it exists and belongs to `user_id`: its row, or (the
+    /// asynchronous mode) wherever the order is on its way, pending in
+    /// Redis, its row, or a dead letter.
+    pub(super) async fn find_owned(
+        &self,
+        rows: Rows<'_>,
+        order_id: i64,
+        user_id: u64,
+    ) -> SeckillResult<Option<OrderView>> {
+        match self {
+            Self::Sync(_) => order::owned_row(rows, order_id, user_id).await,
+            Self::Async(mode) => mode.find_owned(rows, order_id, user_id).await,
+        }
+    }
+
+    /// The user's orders accepted but not yet rows, newest first: none in
+    /// the synchronous mode, which answers after the commit.
+    pub(super) async fn pending_of(&self, user_id: u64) -> SeckillResult<Vec<OrderView>> {
+        match self {
+            Self::Sync(_) => Ok(Vec::new()),
+            Self::Async(mode) => mode.pending_of(user_id).await,
         }
     }
 }

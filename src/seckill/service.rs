@@ -17,7 +17,6 @@ use super::{
     model::{OrderView, PathUse, PlacedOrder, StockSet},
     order,
     parts::{Dependencies, Workers},
-    segments::SegmentMaps,
     stale,
     sync::GroupStats,
 };
@@ -34,8 +33,6 @@ struct Service {
     replica: Option<MySqlPool>,
     redis: Redis,
     keys: Keys,
-    /// Each voucher's segments, read from its row once.
-    segments: Arc<SegmentMaps>,
     locks: LockService,
     /// Payment, cancellation, refund, redemption and the unpaid timeout.
     aftersale: Arc<AfterSale>,
@@ -48,18 +45,14 @@ impl Seckill {
     /// starts with `start`.
     pub(crate) async fn build(config: &Config, instance: &str, deps: Dependencies) -> anyhow::Result<Self> {
         let workers = Workers::default();
-        let segments = Arc::new(SegmentMaps::new(deps.db.clone(), deps.redis.clone(), deps.keys.clone()));
-        let mode = Arc::new(Mode::build(config, instance, &deps, &workers, &segments).await?);
+        let mode = Arc::new(Mode::build(config, instance, &deps, &workers).await?);
         let Dependencies { db, replica, redis, keys, locks, .. } = deps;
         let aftersale = Arc::new(AfterSale {
             db: db.clone(),
-            redis: redis.clone(),
-            keys: keys.clone(),
-            segments: segments.clone(),
             pay_timeout_s: config.orders.order_pay_timeout_s,
             mode: mode.clone(),
         });
-        Ok(Self(Arc::new(Service { mode, db, replica, redis, keys, segments, locks, aftersale, workers })))
+        Ok(Self(Arc::new(Service { mode, db, replica, redis, keys, locks, aftersale, workers })))
     }
 
     /// `sync` or `async`, for logs and metrics labels.
@@ -160,9 +153,7 @@ impl Seckill {
     /// was told about is never "not found".
     pub(crate) async fn find_order(&self, order_id: i64, user_id: u64) -> SeckillResult<Option<OrderView>> {
         let rows = order::Rows { primary: &self.0.db, replica: self.0.replica.as_ref() };
-        let found =
-            order::find_owned(rows, &mut self.0.redis.clone(), &self.0.keys, &self.0.segments, order_id, user_id)
-                .await?;
+        let found = self.0.mode.find_owned(rows, order_id, user_id).await?;
         Ok(found.map(|order| order.with_terms(self.0.aftersale.pay_timeout())))
     }
 
@@ -180,11 +171,11 @@ impl Seckill {
         per_page: u32,
     ) -> SeckillResult<(Vec<OrderView>, u64)> {
         // Rows may lag a moment behind the orders (the replica's delay);
-        // pending orders come from Redis, checked against the primary.
+        // pending orders (asynchronous mode) come from Redis, checked
+        // against the primary.
+        let pending = self.0.mode.pending_of(user_id).await?;
         let rows = order::Rows { primary: &self.0.db, replica: self.0.replica.as_ref() };
-        let (orders, total) =
-            order::list_owned(rows, &mut self.0.redis.clone(), &self.0.keys, &self.0.segments, user_id, page, per_page)
-                .await?;
+        let (orders, total) = order::page_owned(rows, pending, user_id, page, per_page).await?;
         let terms = self.0.aftersale.pay_timeout();
         Ok((orders.into_iter().map(|o| o.with_terms(terms)).collect(), total))
     }

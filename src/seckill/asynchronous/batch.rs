@@ -16,7 +16,7 @@ use super::{
 use crate::{
     keys::SeckillKeys,
     seckill::{
-        segments::Segments,
+        asynchronous::segments::Segments,
         store::{self, NewOrder, OrderOwner},
     },
 };

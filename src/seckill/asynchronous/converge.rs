@@ -17,9 +17,9 @@ use super::stream::PersistError;
 use crate::{
     keys::SeckillKeys,
     seckill::{
+        asynchronous::segments::Segments,
         error::{SeckillError, SeckillResult},
         model::StockSet,
-        segments::Segments,
         store,
     },
 };

@@ -18,8 +18,8 @@ use super::{
 use crate::{
     keys::SeckillKeys,
     seckill::{
+        asynchronous::segments::Segments,
         error::{SeckillError, SeckillResult},
-        segments::Segments,
         store,
     },
 };

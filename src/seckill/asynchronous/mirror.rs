@@ -18,8 +18,8 @@ use crate::{
     keys::Keys,
     recent::RecentIds,
     seckill::{
+        asynchronous::segments::{SegmentMaps, Segments},
         error::{SeckillError, SeckillResult},
-        segments::{SegmentMaps, Segments},
         store,
     },
 };

@@ -11,17 +11,20 @@
 //! shelf), `stream` (an entry and its acknowledgement), `consumer`
 //! (batched persistence), `recovery` (idle entries taken over, dead
 //! letters), `reconcile` (Redis against MariaDB). A voucher sold in
-//! segments is all of this once per segment (`seckill::segments`).
+//! segments is all of this once per segment (`segments`); `pending` finds an
+//! order before its row (pending) and after it failed (a dead letter).
 
 mod batch;
 mod consumer;
 mod converge;
 mod load;
 mod mirror;
+mod pending;
 mod placing;
 mod reconcile;
 mod recovery;
 mod replica_wait;
+pub(super) mod segments;
 mod stream;
 mod verdict;
 
@@ -35,12 +38,12 @@ use mirror::Mirror;
 pub use reconcile::{Reconciliation, reconcile};
 use recovery::Recovery;
 use replica_wait::ReplicaWait;
+use segments::{SegmentMaps, Segments};
 
 use super::{
     error::{SeckillError, SeckillResult},
     model::StockSet,
     parts::{Dependencies, Workers},
-    segments::{SegmentMaps, Segments},
 };
 use crate::{config::Config, connect::connect_redis_with, ids::OrderIdGenerator, keys::Keys, recent::RecentIds};
 
@@ -68,14 +71,11 @@ impl AsyncMode {
     /// The consumer gets a Redis connection of its own (its blocking reads
     /// would hold up every command behind them), and so do orders waiting
     /// for a replica (`WAIT` blocks its connection).
-    pub(crate) async fn build(
-        config: &Config,
-        instance: &str,
-        deps: &Dependencies,
-        segments: &Arc<SegmentMaps>,
-    ) -> anyhow::Result<Self> {
+    pub(crate) async fn build(config: &Config, instance: &str, deps: &Dependencies) -> anyhow::Result<Self> {
         let settings = &config.seckill.asynchronous;
         let (db, redis, keys) = (deps.db.clone(), deps.redis.clone(), deps.keys.clone());
+        // Each voucher's segments, read from its row once.
+        let segments = Arc::new(SegmentMaps::new(db.clone(), redis.clone(), keys.clone()));
         let blocking = connect_redis_with(&config.redis, consumer::BLOCK + Duration::from_secs(2)).await?;
         let claim_idle = Duration::from_millis(settings.async_claim_idle_ms);
         let recovery = Recovery {
@@ -106,7 +106,7 @@ impl AsyncMode {
             order_ids: deps.order_ids.clone(),
             deadline: Duration::from_millis(config.seckill.request_deadline_ms),
             replica_wait,
-            segments: segments.clone(),
+            segments,
             db,
             redis,
             keys,

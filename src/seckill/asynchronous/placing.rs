@@ -19,9 +19,9 @@ use crate::{
     dependency::redis_unreachable,
     keys::SeckillKeys,
     seckill::{
+        asynchronous::segments::Segments,
         error::{SeckillError, SeckillResult},
         model::{PathUse, PlacedOrder},
-        segments::Segments,
         store,
     },
 };

@@ -14,7 +14,7 @@ use sqlx::MySqlPool;
 use super::stream::GROUP;
 use crate::{
     keys::{Keys, SeckillKeys},
-    seckill::{segments::recorded_tags, store},
+    seckill::{asynchronous::segments::recorded_tags, store},
 };
 
 #[derive(Debug, Clone, Serialize)]

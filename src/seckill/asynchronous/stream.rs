@@ -10,7 +10,7 @@ use redis::{AsyncCommands, Script, streams::StreamId};
 use crate::{
     dependency::refused_by_the_data,
     keys::{Keys, SeckillKeys},
-    seckill::segments::SegmentMaps,
+    seckill::asynchronous::segments::SegmentMaps,
 };
 
 static ACKNOWLEDGE: LazyLock<Script> =

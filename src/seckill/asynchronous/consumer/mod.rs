@@ -22,7 +22,7 @@ use tokio_util::sync::CancellationToken;
 use super::{batch::Batch, mirror, recovery::Recovery, stream::PersistError};
 use crate::{
     keys::{Keys, SeckillKeys},
-    seckill::segments::{SegmentMaps, Segments},
+    seckill::asynchronous::segments::{SegmentMaps, Segments},
 };
 
 /// How long one XREADGROUP waits for new entries; also how late the

@@ -12,11 +12,11 @@ use super::{COMPENSATE, COMPENSATE_PATIENCE, FAILED_KEPT, Recovery};
 use crate::{
     keys::SeckillKeys,
     seckill::{
+        asynchronous::segments::Segments,
         asynchronous::{
             converge,
             stream::{Entry, GROUP, PersistError, acknowledge},
         },
-        segments::Segments,
         store,
     },
 };

@@ -22,7 +22,7 @@ use super::{
 };
 use crate::{
     keys::{Keys, SeckillKeys},
-    seckill::segments::Segments,
+    seckill::asynchronous::segments::Segments,
 };
 
 static COMPENSATE: LazyLock<Script> = LazyLock::new(|| Script::new(with_stock_from_row!("seckill_compensate.lua")));

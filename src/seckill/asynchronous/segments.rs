@@ -18,7 +18,7 @@ use hmdp_redis::Redis;
 use hmdp_segments::{MAX_SEGMENTS, SegmentKeys, SegmentedStock, route};
 use sqlx::MySqlPool;
 
-use super::store;
+use crate::seckill::store;
 use crate::{
     keys::{Keys, SeckillKeys},
     recent::RecentIds,
