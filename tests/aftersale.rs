@@ -238,7 +238,7 @@ async fn unpaid_orders_time_out_and_a_second_wave_buys_their_units(path: OrderPa
 async fn a_unit_returned_while_redis_is_away_reaches_redis_once_it_is_back() {
     let proxy = common::proxy::Proxy::to_redis().await;
     let app = TestApp::spawn_on_with(OrderPath::Async, |c| {
-        proxy.redis_behind(c);
+        common::redis_behind(&proxy, c);
     })
     .await;
     let voucher = app.open_seckill(1).await;

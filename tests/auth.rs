@@ -97,7 +97,7 @@ async fn wrong_codes_raced_concurrently_get_at_most_five_comparisons() {
     // than five times while the counter lags behind.
     let proxy = Proxy::to_redis().await;
     let app = TestApp::spawn_with(|c| {
-        proxy.redis_behind(c);
+        common::redis_behind(&proxy, c);
     })
     .await;
     let compare = redis::Script::new(include_str!("../lua/consume_code.lua"));

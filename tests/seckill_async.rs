@@ -189,7 +189,7 @@ async fn entries_of_an_instance_killed_mid_batch_are_taken_over_by_the_other_and
 async fn an_order_whose_script_answer_is_lost_to_a_stalled_redis_is_answered_by_what_redis_holds() {
     let proxy = common::proxy::Proxy::to_redis().await;
     let app = TestApp::spawn_on_with(OrderPath::Async, |c| {
-        proxy.redis_behind(c);
+        common::redis_behind(&proxy, c);
     })
     .await;
     let voucher = app.open_seckill(5).await;
@@ -336,7 +336,7 @@ async fn an_order_whose_lost_call_runs_after_its_deadline_is_answered_accepted_n
     let proxy = common::proxy::Proxy::to_redis().await;
     let app = TestApp::spawn_on_with(OrderPath::Async, |c| {
         c.seckill.request_deadline_ms = 2_500;
-        proxy.redis_behind(c);
+        common::redis_behind(&proxy, c);
     })
     .await;
     let voucher = app.open_seckill(5).await;

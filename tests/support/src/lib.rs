@@ -6,7 +6,8 @@
 pub mod api;
 pub mod audit;
 pub mod paths;
-pub mod proxy;
+/// The fault proxy, a package of its own (`tests/fault-proxy`).
+pub use hmdp_fault_proxy as proxy;
 pub mod scratch;
 
 use std::{ops::Deref, time::Duration};
@@ -148,6 +149,13 @@ impl Drop for TestApp {
         })
         .join();
     }
+}
+
+/// An app's settings pointed at the Redis behind a fault proxy (one
+/// server, so never the cluster).
+pub fn redis_behind(proxy: &proxy::Proxy, config: &mut Config) {
+    config.redis.url = proxy.redis_url();
+    config.redis.cluster_nodes = None;
 }
 
 /// A distinct phone per index, valid for the service's pattern.

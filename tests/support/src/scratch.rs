@@ -16,16 +16,7 @@ pub const ADMIN_KEY: &str = "test-admin-key-0123456789abcdef";
 
 /// The server part of DATABASE_URL (a scheme, credentials, host and port,
 /// then `/<database>`); each test appends its own database.
-pub fn database_server_url() -> String {
-    let url = std::env::var("DATABASE_URL").unwrap_or_else(|_| "mysql://root@127.0.0.1:3306/hmdp".into());
-    let (scheme, rest) = url.split_once("://").expect("DATABASE_URL has a scheme");
-    let server = rest.split('/').next().unwrap_or(rest);
-    format!("{scheme}://{server}")
-}
-
-pub fn redis_url() -> String {
-    std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into())
-}
+pub use hmdp_fault_proxy::{database_server_url, redis_url};
 
 /// REDIS_URL, or the cluster of REDIS_CLUSTER_NODES when that is set
 /// (scripts/test runs the suites a second time on the local cluster).

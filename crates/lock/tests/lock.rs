@@ -1,22 +1,21 @@
 //! The reentrant distributed lock against a real Redis. Two `LockService`s
 //! with their own connections stand in for two instances.
 
-use hmdp_test_support as common;
-
 use std::time::{Duration, Instant};
 
-use common::proxy::Proxy;
-use hmdp::{
-    lock::{Holder, LockConfig, LockError, LockService, Unlocked},
-    startup::connect_redis,
-};
-use hmdp_redis::Redis;
+use hmdp_fault_proxy::{Proxy, redis_url};
+use hmdp_lock::{Holder, LockConfig, LockError, LockService, Unlocked};
+use hmdp_redis::{Endpoint, Redis};
 use redis::AsyncCommands;
+
+/// One Redis at `url`, or the cluster of `nodes`.
+async fn connect(url: &str, nodes: Option<&str>) -> Redis {
+    Endpoint::new(url, nodes).unwrap().connect(Duration::from_secs(10)).await.expect("connecting to the test Redis")
+}
 
 /// A service on one Redis at `url` (a fault proxy), whatever the suite runs on.
 async fn service_at(url: &str, watchdog_ttl: Duration) -> LockService {
-    let settings = hmdp::config::RedisSettings { url: url.to_owned(), cluster_nodes: None, key_prefix: String::new() };
-    LockService::new(connect_redis(&settings).await.unwrap(), LockConfig { watchdog_ttl })
+    LockService::new(connect(url, None).await, LockConfig { watchdog_ttl })
 }
 
 /// A service on the Redis (or cluster) the suite runs on.
@@ -24,16 +23,17 @@ async fn service(watchdog_ttl: Duration) -> LockService {
     LockService::new(redis().await, LockConfig { watchdog_ttl })
 }
 
+/// REDIS_URL, or the cluster of REDIS_CLUSTER_NODES when that is set
+/// (scripts/test runs this suite a second time on the local cluster).
 async fn redis() -> Redis {
-    common::redis().await
+    let nodes = std::env::var("REDIS_CLUSTER_NODES").ok().filter(|n| !n.trim().is_empty());
+    connect(&redis_url(), nodes.as_deref()).await
 }
 
 /// The one Redis behind the fault proxy: a test that cuts a proxy keeps
 /// every party on that Redis, even when the suite runs on the cluster.
 async fn proxied_redis() -> Redis {
-    let settings =
-        hmdp::config::RedisSettings { url: common::redis_url(), cluster_nodes: None, key_prefix: String::new() };
-    connect_redis(&settings).await.unwrap()
+    connect(&redis_url(), None).await
 }
 
 /// A lock name no other test uses, with a hash tag like the order lock.
@@ -184,7 +184,7 @@ async fn an_unlock_that_fails_stops_the_renewal_so_the_lease_frees_the_lock() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     // And it can be taken again.
-    let other = service_at(&common::redis_url(), ttl).await;
+    let other = service_at(&redis_url(), ttl).await;
     let again = other.try_lock(&name, &Holder::random(), NO_WAIT, None).await.unwrap().expect("free again");
     again.unlock().await.unwrap();
 }
@@ -230,7 +230,7 @@ async fn a_holder_cut_off_from_redis_is_told_it_lost_the_lock_before_another_get
     let ttl = Duration::from_secs(1);
     let proxy = Proxy::to_redis().await;
     let doomed = service_at(&proxy.redis_url(), ttl).await;
-    let healthy = service_at(&common::redis_url(), ttl).await;
+    let healthy = service_at(&redis_url(), ttl).await;
     let name = unique_name();
     let guard = doomed.try_lock(&name, &Holder::random(), NO_WAIT, None).await.unwrap().unwrap();
     let acquired_at = Instant::now();
@@ -341,7 +341,7 @@ async fn a_dropped_guard_that_cannot_reach_redis_is_freed_by_its_ttl() {
     let ttl = Duration::from_millis(500);
     let proxy = Proxy::to_redis().await;
     let cut_off = service_at(&proxy.redis_url(), ttl).await;
-    let healthy = service_at(&common::redis_url(), ttl).await;
+    let healthy = service_at(&redis_url(), ttl).await;
     let name = unique_name();
     let key = LockService::key_of(&name);
     let guard = cut_off.try_lock(&name, &Holder::random(), NO_WAIT, None).await.unwrap().unwrap();

@@ -4,6 +4,9 @@
 //! forwarding a given request (`cut_after`): the server gets the request
 //! whole, the client never hears the answer. And it can count the requests
 //! that carry a pattern (`count`), to see what a client really sent.
+//!
+//! A package of its own, with nothing of the service in it, so that the
+//! libraries' tests (the lock's) and the service's harness share it.
 
 use std::{
     net::SocketAddr,
@@ -18,6 +21,20 @@ use tokio::{
     net::{TcpListener, TcpStream},
     sync::watch,
 };
+
+/// The suites' Redis: REDIS_URL, or the local default.
+pub fn redis_url() -> String {
+    std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into())
+}
+
+/// The MariaDB server of DATABASE_URL (or the local default), without the
+/// database.
+pub fn database_server_url() -> String {
+    let url = std::env::var("DATABASE_URL").unwrap_or_else(|_| "mysql://root@127.0.0.1:3306/hmdp".into());
+    let (scheme, rest) = url.split_once("://").expect("DATABASE_URL has a scheme");
+    let server = rest.split('/').next().unwrap_or(rest);
+    format!("{scheme}://{server}")
+}
 
 /// A request pattern, and how long traffic stalls once a client sends it.
 type StallTrigger = Arc<Mutex<Option<(Vec<u8>, std::time::Duration)>>>;
@@ -51,22 +68,22 @@ pub struct Proxy {
     stall_fired: Arc<AtomicBool>,
     counter: Counter,
     /// The URL it stands in for, to be pointed at the proxy.
-    url: reqwest::Url,
+    url: url::Url,
 }
 
 impl Proxy {
     /// A proxy in front of the Redis that REDIS_URL names.
     pub async fn to_redis() -> Self {
-        Self::to_url(&super::redis_url(), 6379).await
+        Self::to_url(&redis_url(), 6379).await
     }
 
     /// A proxy in front of the MariaDB server of DATABASE_URL.
     pub async fn to_database() -> Self {
-        Self::to_url(&super::database_server_url(), 3306).await
+        Self::to_url(&database_server_url(), 3306).await
     }
 
     async fn to_url(url: &str, default_port: u16) -> Self {
-        let url = reqwest::Url::parse(url).expect("a URL");
+        let url = url::Url::parse(url).expect("a URL");
         let host = url.host_str().expect("the URL names a host").to_owned();
         let port = url.port().unwrap_or(default_port);
         let target = tokio::net::lookup_host((host.as_str(), port)).await.unwrap().next().expect("an address");
@@ -119,13 +136,6 @@ impl Proxy {
 
     pub fn redis_url(&self) -> String {
         self.url()
-    }
-
-    /// An app's settings pointed at the Redis behind this proxy (one
-    /// server, so never the cluster).
-    pub fn redis_behind(&self, config: &mut hmdp::config::Config) {
-        config.redis.url = self.redis_url();
-        config.redis.cluster_nodes = None;
     }
 
     /// Drops every connection and every new one until `restore`.
