@@ -69,12 +69,6 @@ error_codes! {
     Internal = "INTERNAL",
 }
 
-impl fmt::Display for ErrorCode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
 /// A feature's error as the contract speaks it: its stable code, and its
 /// message (`Display`, written beside the variant). The HTTP edge turns
 /// any such error into the envelope; `UNAVAILABLE` and `INTERNAL` leave
