@@ -55,6 +55,8 @@ error_codes! {
     ChallengeInvalid = "CHALLENGE_INVALID",
     NotFound = "NOT_FOUND",
     MethodNotAllowed = "METHOD_NOT_ALLOWED",
+    RequestTimeout = "REQUEST_TIMEOUT",
+    PayloadTooLarge = "PAYLOAD_TOO_LARGE",
     NotStarted = "NOT_STARTED",
     Ended = "ENDED",
     SoldOut = "SOLD_OUT",

@@ -5,7 +5,6 @@
 use std::{sync::Arc, time::Duration};
 
 use anyhow::Context;
-use tokio::net::TcpListener;
 
 pub use crate::connect::{connect_database, connect_redis};
 pub use crate::schema::migrate;
@@ -21,6 +20,7 @@ use crate::{
         guards::Guards,
         idempotency::Idempotency,
         ratelimit::{Limit, LocalUserLimiter, RateLimiter},
+        server::Server,
     },
     ids::OrderIdGenerator,
     keys::Keys,
@@ -31,24 +31,23 @@ use crate::{
 
 /// A bound, not yet serving, instance.
 pub struct Application {
-    listener: TcpListener,
+    server: Server,
     state: AppState,
 }
 
 impl Application {
     pub async fn build(mut config: Config) -> anyhow::Result<Self> {
         config.validate()?;
-        let listener =
-            listen(&config.server.bind_addr).await.with_context(|| format!("binding {}", config.server.bind_addr))?;
+        let server = Server::bind(&config.server).await?;
         if config.server.instance_id.is_none() {
-            config.server.instance_id = Some(listener.local_addr()?.to_string());
+            config.server.instance_id = Some(server.tcp_addr()?.to_string());
         }
         let state = build_state(config).await?;
-        Ok(Self { listener, state })
+        Ok(Self { server, state })
     }
 
     pub fn port(&self) -> u16 {
-        self.listener.local_addr().map(|a| a.port()).unwrap_or(0)
+        self.server.tcp_addr().map(|a| a.port()).unwrap_or(0)
     }
 
     pub fn state(&self) -> &AppState {
@@ -59,36 +58,15 @@ impl Application {
     /// requests in flight finish; then the seckill's background work stops
     /// (the consumer finishes its batch).
     pub async fn run_until(self, shutdown: impl Future<Output = ()> + Send + 'static) -> anyhow::Result<()> {
-        let addr = self.listener.local_addr()?;
+        let addr = self.server.tcp_addr()?;
+        let proxy_socket = self.server.proxy_socket().map(|path| path.display().to_string());
         let seckill = self.state.seckill.clone();
-        tracing::info!(%addr, instance = self.state.instance_id(), mode = seckill.mode(), "serving");
+        tracing::info!(%addr, proxy_socket, instance = self.state.instance_id(), mode = seckill.mode(), "serving");
         seckill.start();
-        // The peer address is the client's when no nginx stands in front.
-        let service = app(self.state).into_make_service_with_connect_info::<std::net::SocketAddr>();
-        let served = axum::serve(self.listener, service).with_graceful_shutdown(shutdown).await.context("serving HTTP");
+        let served = self.server.serve(app(self.state), shutdown).await;
         seckill.shutdown().await;
         served
     }
-}
-
-/// Asked of `listen(2)`, which lowers it to the kernel's `somaxconn`.
-/// tokio's own bind asks for 1,024: a crowd opening nginx's upstream
-/// connections at once overflowed it, and a connection the kernel drops
-/// there is retried only after a second, then three (the tail of the sale).
-const LISTEN_BACKLOG: u32 = 65_535;
-
-async fn listen(addr: &str) -> anyhow::Result<TcpListener> {
-    let mut last_err = None;
-    for addr in tokio::net::lookup_host(addr).await? {
-        let socket = if addr.is_ipv4() { tokio::net::TcpSocket::new_v4()? } else { tokio::net::TcpSocket::new_v6()? };
-        // A restarted instance binds while the old one's connections linger.
-        socket.set_reuseaddr(true)?;
-        match socket.bind(addr).and_then(|()| socket.listen(LISTEN_BACKLOG)) {
-            Ok(listener) => return Ok(listener),
-            Err(err) => last_err = Some(err),
-        }
-    }
-    Err(last_err.map_or_else(|| anyhow::anyhow!("the address resolves to nothing"), anyhow::Error::from))
 }
 
 /// Raises this process's descriptor limit to its hard limit: every held

@@ -293,21 +293,20 @@ async fn codes_per_client_address_are_limited_per_hour() {
     }
     expect_rate_limited(app.send_code(&phone(43)).await, 3600).await;
     // Another client behind nginx (which sets X-Real-IP) has its own count.
-    let other = app.client.post(app.url(&format!("/user/code?phone={}", phone(44)))).header("x-real-ip", "10.1.2.3");
+    let nginx = &app.behind_nginx;
+    let other =
+        nginx.client.post(nginx.url(&format!("/user/code?phone={}", phone(44)))).header("x-real-ip", "10.1.2.3");
     expect_ok(other.send().await.unwrap()).await;
 }
 
 #[tokio::test]
-async fn x_real_ip_from_a_peer_that_is_no_trusted_proxy_does_not_make_a_new_client() {
-    // The test client connects from 127.0.0.1, which this instance does not
-    // trust: it is a client sending its own X-Real-IP, as straight to an
-    // instance. 40 requests with 40 addresses were all answered 200 under a
-    // limit of 3 per address before; the peer is what counts now.
-    let app = TestApp::spawn_with(|c| {
-        c.limits.sms_codes_per_addr_hour = 3;
-        c.server.trusted_proxies = "10.255.255.1".parse().unwrap();
-    })
-    .await;
+async fn x_real_ip_sent_straight_to_an_instance_does_not_make_a_new_client() {
+    // The test client connects over TCP from 127.0.0.1, which no instance
+    // trusts by default (any local process can connect from there): it is a
+    // client sending its own X-Real-IP. 40 requests with 40 addresses were
+    // all answered 200 under a limit of 3 per address once; the peer is
+    // what counts.
+    let app = TestApp::spawn_with(|c| c.limits.sms_codes_per_addr_hour = 3).await;
     let sends = (0..10u32).map(|i| {
         app.client
             .post(app.url(&format!("/user/code?phone={}", phone(60 + i))))
@@ -358,8 +357,8 @@ async fn orders_per_user_are_limited() {
     expect_rate_limited(app.order(voucher, &token).await, 10).await;
 }
 
-/// A request from a client behind nginx (which sets X-Real-IP, believed
-/// from the loopback).
+/// A request from a client behind nginx: through the instance's socket,
+/// where X-Real-IP is believed.
 fn from_addr(req: reqwest::RequestBuilder, addr: &str) -> reqwest::RequestBuilder {
     req.header("x-real-ip", addr)
 }
@@ -374,11 +373,13 @@ async fn a_stranger_spending_a_phones_limits_does_not_lock_its_owner_out() {
     })
     .await;
     let victim = phone(70);
-    let code_from =
-        |addr: &'static str| from_addr(app.client.post(app.url(&format!("/user/code?phone={victim}"))), addr).send();
+    let code_from = |addr: &'static str| {
+        from_addr(app.behind_nginx.client.post(app.behind_nginx.url(&format!("/user/code?phone={victim}"))), addr)
+            .send()
+    };
     let login_from = |addr: &'static str, code: String| {
         let body = json!({ "phone": victim, "code": code });
-        from_addr(app.client.post(app.url("/user/login")).json(&body), addr).send()
+        from_addr(app.behind_nginx.client.post(app.behind_nginx.url("/user/login")).json(&body), addr).send()
     };
 
     // The stranger spends both of their allowances on the victim's phone.
@@ -414,7 +415,10 @@ async fn many_addresses_together_still_meet_the_phones_ceiling() {
         let mut redis = app.redis.clone();
         redis.del::<_, ()>(app.keys.login_code_attempts(&target)).await.unwrap();
         redis.set::<_, _, ()>(app.keys.login_code(&target), "123456").await.unwrap();
-        let req = from_addr(app.client.post(app.url("/user/login")).json(&body), &format!("10.7.7.{i}"));
+        let req = from_addr(
+            app.behind_nginx.client.post(app.behind_nginx.url("/user/login")).json(&body),
+            &format!("10.7.7.{i}"),
+        );
         statuses.push(req.send().await.unwrap().status());
     }
     let refused = statuses.iter().filter(|s| **s == StatusCode::TOO_MANY_REQUESTS).count();

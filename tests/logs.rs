@@ -1,6 +1,7 @@
 //! What reaches the logs at INFO: never an SMS code (whoever reads the logs
-//! could log in as anyone) and never a whole phone number. A test binary
-//! of its own, because it owns the process's log subscriber.
+//! could log in as anyone), never a whole phone number, and never a
+//! request id as a client wrote it. A test binary of its own, because it
+//! owns the process's log subscriber.
 
 use hmdp_test_support as common;
 
@@ -33,7 +34,7 @@ impl Write for Captured {
 }
 
 #[tokio::test]
-async fn a_login_logs_neither_the_code_nor_the_whole_phone_at_info() {
+async fn a_login_logs_neither_the_code_nor_the_whole_phone_nor_a_forged_request_id_at_info() {
     let captured = Captured::default();
     let writer = captured.clone();
     tracing_subscriber::fmt().with_env_filter("info").with_ansi(false).with_writer(move || writer.clone()).init();
@@ -47,7 +48,11 @@ async fn a_login_logs_neither_the_code_nor_the_whole_phone_at_info() {
     assert!(!auth.log_sms_codes, "LOG_SMS_CODES is off by default");
     let app = TestApp::spawn_with(|c| c.auth = auth).await;
     let phone = "13912345678";
-    common::expect_ok(app.send_code(phone).await).await;
+    // A request id that would write log fields of its own is replaced.
+    let forged = "abc status=500 user_id=1 injected";
+    let sent = app.client.post(app.url(&format!("/user/code?phone={phone}"))).header("x-request-id", forged);
+    let sent = common::expect_ok(sent.send().await.unwrap()).await;
+    assert_eq!(sent["success"], true);
     let code = app.stored_code(phone).await.expect("code stored");
     let token = common::expect_ok(app.post_login(phone, &code).await).await["data"].as_str().unwrap().to_owned();
     common::expect_ok(app.get(&format!("/user/me?phone={phone}"), Some(&token)).await).await;
@@ -59,4 +64,6 @@ async fn a_login_logs_neither_the_code_nor_the_whole_phone_at_info() {
     let numbers: Vec<&str> = logs.split(|c: char| !c.is_ascii_digit()).collect();
     assert!(!numbers.contains(&code.as_str()), "the code {code} was logged: {logs}");
     assert!(!logs.lines().any(|l| l.contains("code=")), "a code field was logged: {logs}");
+    assert!(!logs.contains("injected"), "a client's request id was logged as sent: {logs}");
+    assert!(logs.contains("request_id="), "the request's span and its id are logged: {logs}");
 }

@@ -302,8 +302,9 @@ async fn wrong_admin_keys_are_slowed_to_ten_per_address_and_then_even_the_right_
     expect_error(app.post_json("/voucher/seckill", None, &body).await, StatusCode::FORBIDDEN, "FORBIDDEN").await;
     // Another client behind nginx (which sets X-Real-IP) is not held up.
     let other = app
+        .behind_nginx
         .client
-        .post(app.url("/voucher/seckill"))
+        .post(app.behind_nginx.url("/voucher/seckill"))
         .header("x-admin-key", ADMIN_KEY)
         .header("x-real-ip", "10.9.9.9")
         .json(&body)

@@ -35,7 +35,7 @@ use crate::{
         ApiError, ApiResult, Reply,
         envelope::{Done, Failure, Success},
         extract::{ClientAddr, Json, Query},
-        failures::{RateLimited, Unauthorized, Unavailable},
+        failures::{BodyTimedOut, BodyTooLarge, RateLimited, Unauthorized, Unavailable},
     },
 };
 
@@ -102,6 +102,7 @@ pub(crate) async fn send_code(
 }
 
 #[derive(Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
 pub(crate) struct LoginForm {
     /// A mainland mobile number: 11 digits, e.g. 13800000000
     #[schema(pattern = r"^1[3-9][0-9]{9}$")]
@@ -109,11 +110,16 @@ pub(crate) struct LoginForm {
     /// The 6 digits stored by `/user/code`.
     #[schema(pattern = r"^[0-9]{6}$")]
     code: String,
+    /// The course's login form sends it from its password tab; there is no
+    /// password login here, so it is accepted and never read.
+    #[serde(default, rename = "password")]
+    _password: Option<String>,
 }
 
 /// Limited per client address (every attempt) and per phone (wrong codes
 /// per day): a new code no longer buys an attacker five more guesses.
 #[utoipa::path(post, path = "/user/login", tag = "user", request_body = LoginForm, responses(
+        BodyTimedOut, BodyTooLarge,
         (status = 200, description = "the token (a JWT naming the session)", body = Success<String>),
         (status = 400, description = "VALIDATION: not a phone number, or the code is not 6 digits", body = Failure),
         (status = 401, description = "UNAUTHORIZED: wrong or expired code", body = Failure),

@@ -1,13 +1,30 @@
-//! The HTTP server, who may call its admin routes, and whose word about
-//! the client's address is believed.
+//! The HTTP server: where it listens, whose word about the client's
+//! address is believed, what it closes, and who may call its admin routes.
+
+use std::{net::IpAddr, path::PathBuf, time::Duration};
 
 use clap::Args;
 
 use super::redact::redacted;
 
 const DEFAULT_BIND_ADDR: &str = "127.0.0.1:8081";
-/// nginx in front, on this machine.
-const DEFAULT_TRUSTED_PROXIES: &str = "127.0.0.0/8,::1/128";
+
+/// nginx's own `client_header_timeout` here: a request's head that has not
+/// arrived by then never will, or comes from someone holding connections.
+const DEFAULT_HEADER_TIMEOUT_MS: u64 = 10_000;
+/// Longer than nginx's keep-alive with the instances (60 s,
+/// nginx/hmdp-upstream.conf), so nginx always closes an idle connection
+/// first: one the instance closed just as nginx sent a POST on it would
+/// be a 502 that nginx may not retry.
+const DEFAULT_KEEPALIVE_TIMEOUT_MS: u64 = 75_000;
+/// nginx's own `client_body_timeout` here.
+const DEFAULT_BODY_TIMEOUT_MS: u64 = 10_000;
+/// Each open connection is a descriptor. A crowd of 20,000 gives each of two
+/// instances about 10,000 of nginx's connections (`MAX_IN_FLIGHT` 12,000 of
+/// them at work); past this the instance stops accepting until one closes,
+/// so that a flood of connections leaves it the descriptors its database
+/// and Redis connections need under a hard limit of 20,000.
+const DEFAULT_MAX_CONNECTIONS: usize = 16_000;
 
 /// Two instances share a crowd of 20,000 connections: each may hold 10,000
 /// requests at once and still refuse the next in microseconds, with room
@@ -38,11 +55,42 @@ pub struct ServerSettings {
     #[arg(long, env = "ADMIN_KEY", hide_env_values = true)]
     pub admin_key: Option<String>,
 
-    /// Peers whose `X-Real-IP` is believed (comma-separated addresses or
-    /// CIDR blocks): nginx in front. From anyone else the header is a
-    /// client's claim, and per-address limits count the peer instead.
-    #[arg(long, env = "TRUSTED_PROXIES", default_value = DEFAULT_TRUSTED_PROXIES)]
+    /// A unix socket the instance also listens on, for nginx: what comes
+    /// through it comes from nginx, whose `X-Real-IP` is believed. Made
+    /// mode 0660, so only its owner and group (nginx's workers) connect;
+    /// keep it in a directory nobody else may enter.
+    #[arg(long, env = "PROXY_SOCKET")]
+    pub proxy_socket: Option<PathBuf>,
+
+    /// TCP peers whose `X-Real-IP` is believed (comma-separated addresses,
+    /// never ranges): a proxy at an address of its own, as nginx on the
+    /// compose network. None by default: on one machine any process can
+    /// connect from a loopback address, so nginx comes through
+    /// `PROXY_SOCKET` instead. From anyone else the header is a client's
+    /// claim, and per-address limits count the peer.
+    #[arg(long, env = "TRUSTED_PROXIES", default_value = "")]
     pub trusted_proxies: TrustedProxies,
+
+    /// How long a request's head may take to arrive: from the connection's
+    /// opening for its first request, from the first byte for the next.
+    /// Past it the connection is closed.
+    #[arg(long, env = "HEADER_TIMEOUT_MS", default_value_t = DEFAULT_HEADER_TIMEOUT_MS, value_parser = clap::value_parser!(u64).range(1..))]
+    pub header_timeout_ms: u64,
+
+    /// How long a connection may wait for its next request (or for its
+    /// client to read an answer) before it is closed.
+    #[arg(long, env = "KEEPALIVE_TIMEOUT_MS", default_value_t = DEFAULT_KEEPALIVE_TIMEOUT_MS, value_parser = clap::value_parser!(u64).range(1..))]
+    pub keepalive_timeout_ms: u64,
+
+    /// How long a request's body may pause between two reads: past it the
+    /// request is answered 408 `REQUEST_TIMEOUT`.
+    #[arg(long, env = "BODY_TIMEOUT_MS", default_value_t = DEFAULT_BODY_TIMEOUT_MS, value_parser = clap::value_parser!(u64).range(1..))]
+    pub body_timeout_ms: u64,
+
+    /// Connections the instance holds open at once, over both listeners;
+    /// past it, it accepts the next only when one closes.
+    #[arg(long, env = "MAX_CONNECTIONS", default_value_t = DEFAULT_MAX_CONNECTIONS, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    pub max_connections: usize,
 
     /// Requests one instance serves at once; the next is answered 503
     /// `OVERLOADED` with `Retry-After` at once, before any work, instead of
@@ -66,7 +114,12 @@ impl Default for ServerSettings {
             bind_addr: DEFAULT_BIND_ADDR.into(),
             instance_id: None,
             admin_key: None,
-            trusted_proxies: DEFAULT_TRUSTED_PROXIES.parse().expect("the default parses"),
+            proxy_socket: None,
+            trusted_proxies: TrustedProxies::default(),
+            header_timeout_ms: DEFAULT_HEADER_TIMEOUT_MS,
+            keepalive_timeout_ms: DEFAULT_KEEPALIVE_TIMEOUT_MS,
+            body_timeout_ms: DEFAULT_BODY_TIMEOUT_MS,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
             max_in_flight: DEFAULT_MAX_IN_FLIGHT,
             max_working: DEFAULT_MAX_WORKING,
         }
@@ -83,8 +136,30 @@ impl ServerSettings {
             Some(key) if key.len() < MIN_ADMIN_KEY_LEN => {
                 anyhow::bail!("ADMIN_KEY must be at least {MIN_ADMIN_KEY_LEN} bytes long")
             }
-            _ => Ok(()),
+            _ => {}
         }
+        let timeouts = [
+            ("HEADER_TIMEOUT_MS", self.header_timeout_ms),
+            ("KEEPALIVE_TIMEOUT_MS", self.keepalive_timeout_ms),
+            ("BODY_TIMEOUT_MS", self.body_timeout_ms),
+        ];
+        for (name, ms) in timeouts {
+            anyhow::ensure!(ms >= 1, "{name} must be at least 1 ms");
+        }
+        anyhow::ensure!(self.max_connections >= 1, "MAX_CONNECTIONS must be at least 1");
+        Ok(())
+    }
+
+    pub(crate) fn header_timeout(&self) -> Duration {
+        Duration::from_millis(self.header_timeout_ms)
+    }
+
+    pub(crate) fn keepalive_timeout(&self) -> Duration {
+        Duration::from_millis(self.keepalive_timeout_ms)
+    }
+
+    pub(crate) fn body_timeout(&self) -> Duration {
+        Duration::from_millis(self.body_timeout_ms)
     }
 }
 
@@ -94,41 +169,76 @@ impl std::fmt::Debug for ServerSettings {
             .field("bind_addr", &self.bind_addr)
             .field("instance_id", &self.instance_id)
             .field("admin_key", &redacted(self.admin_key.is_some()))
+            .field("proxy_socket", &self.proxy_socket)
             .field("trusted_proxies", &self.trusted_proxies)
+            .field("header_timeout_ms", &self.header_timeout_ms)
+            .field("keepalive_timeout_ms", &self.keepalive_timeout_ms)
+            .field("body_timeout_ms", &self.body_timeout_ms)
+            .field("max_connections", &self.max_connections)
             .field("max_in_flight", &self.max_in_flight)
             .field("max_working", &self.max_working)
             .finish()
     }
 }
 
-/// The peers allowed to say who the client is (`TRUSTED_PROXIES`).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct TrustedProxies(Vec<ipnet::IpNet>);
+/// The TCP peers allowed to say who the client is (`TRUSTED_PROXIES`):
+/// single addresses, because a range trusts every host in it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TrustedProxies(Vec<IpAddr>);
 
 impl TrustedProxies {
-    pub(crate) fn trusts(&self, peer: std::net::IpAddr) -> bool {
+    pub(crate) fn trusts(&self, peer: IpAddr) -> bool {
         let peer = match peer {
-            std::net::IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(peer, std::net::IpAddr::V4),
+            IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(peer, IpAddr::V4),
             v4 => v4,
         };
-        self.0.iter().any(|net| net.contains(&peer))
+        self.0.contains(&peer)
     }
 }
 
 impl std::str::FromStr for TrustedProxies {
     type Err = String;
 
-    /// `10.0.0.0/8,192.168.1.7,::1`: a bare address is a block of one.
+    /// `10.0.0.5,fd00::5`; a block of one (`10.0.0.5/32`) is that address,
+    /// any wider block is refused.
     fn from_str(list: &str) -> Result<Self, Self::Err> {
         list.split(',')
             .map(str::trim)
             .filter(|item| !item.is_empty())
             .map(|item| {
-                item.parse::<ipnet::IpNet>()
-                    .or_else(|_| item.parse::<std::net::IpAddr>().map(ipnet::IpNet::from))
-                    .map_err(|_| format!("TRUSTED_PROXIES: {item:?} is neither an address nor a CIDR block"))
+                if let Ok(address) = item.parse::<IpAddr>() {
+                    return Ok(address);
+                }
+                match item.parse::<ipnet::IpNet>() {
+                    Ok(net) if net.prefix_len() == net.max_prefix_len() => Ok(net.addr()),
+                    Ok(_) => Err(format!(
+                        "TRUSTED_PROXIES: {item:?} is a range; name each proxy's address (a range trusts every host in it)"
+                    )),
+                    Err(_) => Err(format!("TRUSTED_PROXIES: {item:?} is not an address")),
+                }
             })
             .collect::<Result<_, _>>()
             .map(Self)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::TrustedProxies;
+
+    #[test]
+    fn trusted_proxies_are_addresses_and_a_range_is_refused() {
+        let proxies: TrustedProxies = "10.0.0.5, fd00::5,192.168.1.9/32".parse().unwrap();
+        assert!(proxies.trusts("10.0.0.5".parse().unwrap()));
+        assert!(proxies.trusts("::ffff:10.0.0.5".parse().unwrap()), "an IPv4 peer seen through IPv6");
+        assert!(proxies.trusts("fd00::5".parse().unwrap()));
+        assert!(proxies.trusts("192.168.1.9".parse().unwrap()));
+        assert!(!proxies.trusts("10.0.0.6".parse().unwrap()));
+        assert!(!proxies.trusts("127.0.0.1".parse().unwrap()));
+        for refused in ["127.0.0.0/8", "10.0.0.0/24", "::1/64", "nginx"] {
+            assert!(refused.parse::<TrustedProxies>().is_err(), "{refused}");
+        }
+        let none: TrustedProxies = "".parse().unwrap();
+        assert!(!none.trusts("127.0.0.1".parse().unwrap()), "nobody by default");
     }
 }

@@ -6,7 +6,7 @@
 //! the one table below.
 
 use axum::{
-    extract::rejection::{JsonRejection, PathRejection, QueryRejection},
+    extract::rejection::{BytesRejection, FailedToBufferBody, JsonRejection, PathRejection, QueryRejection},
     http::StatusCode,
     response::{IntoResponse, Response},
 };
@@ -26,6 +26,12 @@ pub(crate) enum ApiError {
     NotFound(&'static str),
     #[error("method not allowed")]
     MethodNotAllowed,
+    /// The body paused longer than `BODY_TIMEOUT_MS`.
+    #[error("the request body stopped arriving; send it whole")]
+    RequestTimeout,
+    /// The body is past the limit every route has.
+    #[error("the request body is larger than {0} bytes")]
+    PayloadTooLarge(usize),
     /// The same `Idempotency-Key` while its first request still runs.
     #[error("a request with this Idempotency-Key is still running; retry shortly")]
     IdempotencyInFlight,
@@ -62,6 +68,8 @@ fn status_of(code: ErrorCode) -> StatusCode {
         }
         ErrorCode::NotFound => StatusCode::NOT_FOUND,
         ErrorCode::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+        ErrorCode::RequestTimeout => StatusCode::REQUEST_TIMEOUT,
+        ErrorCode::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
         ErrorCode::NotStarted
         | ErrorCode::Ended
         | ErrorCode::SoldOut
@@ -105,6 +113,8 @@ impl ApiError {
             Self::Forbidden => ErrorCode::Forbidden,
             Self::NotFound(_) => ErrorCode::NotFound,
             Self::MethodNotAllowed => ErrorCode::MethodNotAllowed,
+            Self::RequestTimeout => ErrorCode::RequestTimeout,
+            Self::PayloadTooLarge(_) => ErrorCode::PayloadTooLarge,
             Self::IdempotencyInFlight => ErrorCode::IdempotencyInFlight,
             Self::IdempotencyKeyReused => ErrorCode::IdempotencyKeyReused,
             Self::RateLimited(..) => ErrorCode::TooManyRequests,
@@ -153,14 +163,32 @@ impl IntoResponse for ApiError {
     }
 }
 
+/// A body that is no JSON, or JSON of another shape (the content type and
+/// the body's reading are `extract::Json`'s own checks).
 impl From<JsonRejection> for ApiError {
     fn from(rejection: JsonRejection) -> Self {
-        let msg = match &rejection {
-            JsonRejection::MissingJsonContentType(_) => "expected a body with content-type application/json".to_owned(),
-            other => other.body_text(),
-        };
-        Self::Validation(msg)
+        Self::Validation(rejection.body_text())
     }
+}
+
+impl From<BytesRejection> for ApiError {
+    fn from(rejection: BytesRejection) -> Self {
+        match &rejection {
+            BytesRejection::FailedToBufferBody(FailedToBufferBody::LengthLimitError(_)) => {
+                Self::PayloadTooLarge(super::BODY_LIMIT)
+            }
+            BytesRejection::FailedToBufferBody(FailedToBufferBody::UnknownBodyError(err)) if stalled(err) => {
+                Self::RequestTimeout
+            }
+            other => Self::Validation(other.body_text()),
+        }
+    }
+}
+
+/// Whether reading the body failed because it paused past `BODY_TIMEOUT_MS`
+/// (the body's timer, somewhere down the error's causes).
+fn stalled(err: &(dyn std::error::Error + 'static)) -> bool {
+    std::iter::successors(Some(err), |err| err.source()).any(|err| err.is::<tower_http::timeout::TimeoutError>())
 }
 
 impl From<PathRejection> for ApiError {

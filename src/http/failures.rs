@@ -12,6 +12,16 @@ use super::envelope::Failure;
 #[response(status = 400, description = "VALIDATION: a path parameter is not a number")]
 pub(crate) struct BadPath(#[allow(dead_code)] Failure);
 
+/// A route that reads a body, whose body paused past `BODY_TIMEOUT_MS`.
+#[derive(IntoResponses)]
+#[response(status = 408, description = "REQUEST_TIMEOUT: the body paused longer than BODY_TIMEOUT_MS")]
+pub(crate) struct BodyTimedOut(#[allow(dead_code)] Failure);
+
+/// A route that reads a body, whose body is past the limit (64 KiB).
+#[derive(IntoResponses)]
+#[response(status = 413, description = "PAYLOAD_TOO_LARGE: the body is larger than 64 KiB")]
+pub(crate) struct BodyTooLarge(#[allow(dead_code)] Failure);
+
 /// A route behind the login layer.
 #[derive(IntoResponses)]
 #[response(status = 401, description = "UNAUTHORIZED: no token, or its session expired")]

@@ -10,6 +10,7 @@ pub(crate) mod guards;
 pub(crate) mod health;
 pub(crate) mod idempotency;
 pub(crate) mod ratelimit;
+pub(crate) mod server;
 pub(crate) mod time;
 pub(crate) mod whole;
 
@@ -36,7 +37,7 @@ pub(crate) const X_REQUEST_ID: HeaderName = HeaderName::from_static("x-request-i
 
 /// Bodies of this API are small JSON documents; anything larger is a mistake
 /// or an attack.
-const BODY_LIMIT: usize = 64 * 1024;
+pub(crate) const BODY_LIMIT: usize = 64 * 1024;
 
 /// An instance's caps on the requests it holds (`MAX_IN_FLIGHT`) and on
 /// those it works on at once (`MAX_WORKING`).

@@ -1,6 +1,6 @@
 //! The layer every request passes through, in one piece: its id (the
-//! client's or nginx's `X-Request-Id`, else a new one, echoed on the way
-//! out), the span every log line of the request sits in, the `X-Instance`
+//! client's or nginx's `X-Request-Id` when it is a short token of safe
+//! characters, else a new one, echoed on the way out), the span every log line of the request sits in, the `X-Instance`
 //! header, the course's failure style, the request metrics, and a panic
 //! turned into a 500 that has all of those. One layer instead of seven:
 //! each `from_fn` or tower-http layer boxed a future or cloned the routes
@@ -98,8 +98,8 @@ where
 
     fn call(&mut self, mut req: Request<Body>) -> Self::Future {
         let request_id = match req.headers().get(&X_REQUEST_ID) {
-            Some(id) => id.clone(),
-            None => {
+            Some(id) if is_request_id(id.as_bytes()) => id.clone(),
+            _ => {
                 let id = new_request_id();
                 req.headers_mut().insert(X_REQUEST_ID, id.clone());
                 id
@@ -223,6 +223,19 @@ where
     }
 }
 
+/// The longest request id a client may bring: a UUID (36), nginx's
+/// `$request_id` (32) and the usual tracing ids fit.
+const MAX_REQUEST_ID_LEN: usize = 64;
+
+/// A request id is logged as it is, so a client's may hold no space, quote,
+/// `=` or control character that would let it write a log field of its own
+/// (`abc status=500 user_id=1`): letters, digits and `-_.:` only. nginx
+/// keeps the same rule (nginx/hmdp-http.conf).
+fn is_request_id(id: &[u8]) -> bool {
+    (1..=MAX_REQUEST_ID_LEN).contains(&id.len())
+        && id.iter().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b':'))
+}
+
 fn new_request_id() -> HeaderValue {
     let mut buf = uuid::Uuid::encode_buffer();
     let id = uuid::Uuid::new_v4().hyphenated().encode_lower(&mut buf);
@@ -272,6 +285,22 @@ mod tests {
         let envelope = body(response).await;
         assert_eq!(envelope["success"], false);
         assert_eq!(envelope["errorCode"], "INTERNAL");
+    }
+
+    #[tokio::test]
+    async fn a_request_id_that_is_not_a_short_token_of_safe_characters_is_replaced() {
+        let long = "a".repeat(65);
+        for sent in ["abc status=500 user_id=1 injected", "a\"b", "x\ty", "id;drop", long.as_str()] {
+            let request = Request::get("/bad").header(X_REQUEST_ID, sent).body(Body::empty()).unwrap();
+            let response = app().oneshot(request).await.unwrap();
+            let answered = response.headers()[X_REQUEST_ID].to_str().unwrap().to_owned();
+            assert!(uuid::Uuid::parse_str(&answered).is_ok(), "{sent:?} was answered as {answered:?}");
+        }
+        for kept in ["rid-7", "0f1e2d3c4b5a69788796a5b4c3d2e1f0", "trace:span.1_2", &"a".repeat(64)] {
+            let request = Request::get("/bad").header(X_REQUEST_ID, kept).body(Body::empty()).unwrap();
+            let response = app().oneshot(request).await.unwrap();
+            assert_eq!(response.headers()[X_REQUEST_ID], kept);
+        }
     }
 
     #[tokio::test]

@@ -65,6 +65,15 @@ fn describe() {
         "times a voucher's Redis stock was set from MariaDB's row and changed (a refusal for lack of stock, a dead letter, the stock route)"
     );
     describe_counter!("hmdp_http_requests_total", "HTTP requests answered, by method, matched route and status");
+    describe_gauge!("hmdp_connections_open", "Connections open, by listener (tcp, or proxy: nginx's socket)");
+    describe_counter!(
+        "hmdp_connections_timed_out_total",
+        "Connections closed by the instance, by listener and reason: header (no whole request head within HEADER_TIMEOUT_MS) or keepalive (idle past KEEPALIVE_TIMEOUT_MS)"
+    );
+    describe_counter!(
+        "hmdp_connections_cap_reached_total",
+        "Times a listener found MAX_CONNECTIONS open and waited for one to close before accepting"
+    );
     describe_histogram!(
         "hmdp_http_request_duration_seconds",
         Unit::Seconds,

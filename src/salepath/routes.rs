@@ -2,7 +2,6 @@
 
 use axum::{
     Router,
-    body::Bytes,
     extract::{FromRef, State},
     routing::post,
 };
@@ -17,8 +16,8 @@ use crate::{
     http::{
         ApiError, ApiResult, Reply,
         envelope::{Failure, Success},
-        extract::{Id, Path},
-        failures::{BadPath, Unauthorized, Unavailable},
+        extract::{Id, Path, RawBody, json_object},
+        failures::{BadPath, BodyTimedOut, BodyTooLarge, Unauthorized, Unavailable},
         idempotency::Idempotency,
         ratelimit::LocalUserLimiter,
     },
@@ -117,6 +116,7 @@ const MAX_BODY: usize = 1_024;
     params(("voucher_id" = i64, Path, minimum = 0, description = "the seckill voucher")),
     request_body(content = Option<Solution>, description = "a solved challenge (vouchers with `guard: challenge`); no body otherwise"),
     responses(
+        BodyTimedOut, BodyTooLarge,
         (status = 200, description = "a path (`path`, `expiresAt`), a challenge to solve (`challenge`: `token`, `difficulty`, `expiresAt`), or a place in line (`position`, `retryAfterMs`)", body = Success<PathAnswer>),
         (status = 400, description = "VALIDATION: a body that is not a solution; CHALLENGE_INVALID: a wrong, expired, foreign or replayed solution", body = Failure),
         BadPath, Unauthorized,
@@ -129,7 +129,7 @@ pub(crate) async fn ask_for_path(
     State(paths): State<SalePath>,
     user: CurrentUser,
     Path(Id(voucher_id)): Path<Id>,
-    body: Bytes,
+    RawBody(body): RawBody,
 ) -> ApiResult<Reply<PathAnswer>> {
     let solution = solution(&body)?;
     let answer = paths.ask(user.id, voucher_id, solution).await?;
@@ -145,7 +145,7 @@ fn solution(body: &[u8]) -> ApiResult<Option<Solution>> {
     if body.len() > MAX_BODY {
         return Err(ApiError::validation(format!("a solution is at most {MAX_BODY} bytes")));
     }
-    let solution: Solution = serde_json::from_slice(body)
+    let solution: Solution = json_object(body)
         .map_err(|err| ApiError::validation(format!("the body must be {{\"challenge\", \"nonce\"}}: {err}")))?;
     // The shape is checked whatever the voucher: a malformed solution is a
     // 400 even where no challenge is asked for.
@@ -171,7 +171,14 @@ mod tests {
         assert!(solution(b" \n").unwrap().is_none());
         assert!(solution(b" null ").unwrap().is_none(), "null is no solution, as the nullable body says");
         assert!(solution(br#"{"challenge":"t","nonce":"12"}"#).unwrap().is_some());
-        for bad in [&b"{}"[..], br#"{"challenge":"t"}"#, br#"{"challenge":"t","nonce":"1","x":1}"#, b"[", b"1"] {
+        for bad in [
+            &b"{}"[..],
+            br#"{"challenge":"t"}"#,
+            br#"{"challenge":"t","nonce":"1","x":1}"#,
+            b"[",
+            b"1",
+            br#"["t","12"]"#,
+        ] {
             assert!(solution(bad).is_err(), "{}", String::from_utf8_lossy(bad));
         }
         assert!(solution(&vec![b'{'; 5_000]).is_err());

@@ -16,8 +16,8 @@ use crate::{
     http::{
         ApiError, ApiResult, Reply,
         envelope::{Failure, Success},
-        extract::{Json, Path, Query},
-        failures::{BadPath, Unauthorized, Unavailable},
+        extract::{Id, Json, Path, Query},
+        failures::{BadPath, BodyTimedOut, BodyTooLarge, Unauthorized, Unavailable},
         whole,
     },
 };
@@ -40,7 +40,7 @@ where
 /// The order, for its owner only: anyone else gets the same 404 as for an
 /// order that does not exist.
 #[utoipa::path(get, path = "/voucher-order/{order_id}", tag = "order", security(("token" = [])),
-    params(("order_id" = i64, Path, description = "the order id as returned by the order route (a string there)")),
+    params(("order_id" = i64, Path, minimum = 0, description = "the order id as returned by the order route (a string there)")),
     responses(
         (status = 200, description = "the order, with its state", body = Success<OrderView>),
         BadPath, Unauthorized,
@@ -50,9 +50,9 @@ where
 pub(crate) async fn show_order(
     State(seckill): State<Seckill>,
     user: CurrentUser,
-    Path(order_id): Path<i64>,
+    Path(order): Path<Id>,
 ) -> ApiResult<Reply<OrderView>> {
-    let order = seckill.find_order(order_id, user.id).await?.ok_or(SeckillError::NoSuchOrder)?;
+    let order = seckill.find_order(order.signed(), user.id).await?.ok_or(SeckillError::NoSuchOrder)?;
     Ok(Reply::data(order))
 }
 
@@ -69,8 +69,9 @@ pub(crate) struct PayForm {
 /// this is the state change a provider's confirmed callback would cause.
 /// Paying again with the same pay type answers the paid order again.
 #[utoipa::path(post, path = "/voucher-order/{order_id}/pay", tag = "order", security(("token" = [])),
-    params(("order_id" = i64, Path, description = "the order id")), request_body = PayForm,
+    params(("order_id" = i64, Path, minimum = 0, description = "the order id")), request_body = PayForm,
     responses(
+        BodyTimedOut, BodyTooLarge,
         (status = 200, description = "the paid order", body = Success<OrderView>),
         (status = 400, description = "VALIDATION: payType is not 1, 2 or 3", body = Failure),
         BadPath, Unauthorized,
@@ -81,19 +82,19 @@ pub(crate) struct PayForm {
 pub(crate) async fn pay_order(
     State(after_sale): State<Arc<AfterSale>>,
     user: CurrentUser,
-    Path(order_id): Path<i64>,
+    Path(order): Path<Id>,
     Json(form): Json<PayForm>,
 ) -> ApiResult<Reply<OrderView>> {
     if !(1..=3).contains(&form.pay_type) {
         return Err(ApiError::validation("payType must be 1 (balance), 2 (Alipay) or 3 (WeChat)"));
     }
-    Ok(Reply::data(after_sale.confirm_payment(order_id, Some(user.id), form.pay_type).await?))
+    Ok(Reply::data(after_sale.confirm_payment(order.signed(), Some(user.id), form.pay_type).await?))
 }
 
 /// Cancels an unpaid order; its unit goes back on sale, and the user may
 /// buy the voucher again. Cancelling it again answers it again.
 #[utoipa::path(post, path = "/voucher-order/{order_id}/cancel", tag = "order", security(("token" = [])),
-    params(("order_id" = i64, Path, description = "the order id")),
+    params(("order_id" = i64, Path, minimum = 0, description = "the order id")),
     responses(
         (status = 200, description = "the cancelled order", body = Success<OrderView>),
         BadPath, Unauthorized,
@@ -104,15 +105,15 @@ pub(crate) async fn pay_order(
 pub(crate) async fn cancel_order(
     State(after_sale): State<Arc<AfterSale>>,
     user: CurrentUser,
-    Path(order_id): Path<i64>,
+    Path(order): Path<Id>,
 ) -> ApiResult<Reply<OrderView>> {
-    Ok(Reply::data(after_sale.cancel(order_id, user.id).await?))
+    Ok(Reply::data(after_sale.cancel(order.signed(), user.id).await?))
 }
 
 /// Refunds a paid, unused order at once (no provider to wait for); its unit
 /// goes back on sale, and the user may buy the voucher again.
 #[utoipa::path(post, path = "/voucher-order/{order_id}/refund", tag = "order", security(("token" = [])),
-    params(("order_id" = i64, Path, description = "the order id")),
+    params(("order_id" = i64, Path, minimum = 0, description = "the order id")),
     responses(
         (status = 200, description = "the refunded order", body = Success<OrderView>),
         BadPath, Unauthorized,
@@ -123,9 +124,9 @@ pub(crate) async fn cancel_order(
 pub(crate) async fn refund_order(
     State(after_sale): State<Arc<AfterSale>>,
     user: CurrentUser,
-    Path(order_id): Path<i64>,
+    Path(order): Path<Id>,
 ) -> ApiResult<Reply<OrderView>> {
-    Ok(Reply::data(after_sale.refund(order_id, user.id).await?))
+    Ok(Reply::data(after_sale.refund(order.signed(), user.id).await?))
 }
 
 const MAX_PAGE_SIZE: u32 = 100;

@@ -27,7 +27,7 @@ use crate::{
         ApiError, ApiResult, Reply,
         envelope::{Done, Failure, Success},
         extract::{Id, Json, Path},
-        failures::{BadPath, Forbidden, RateLimited, Unavailable},
+        failures::{BadPath, BodyTimedOut, BodyTooLarge, Forbidden, RateLimited, Unavailable},
         idempotency::{Idempotency, IdempotencyKey},
         ratelimit::RateLimiter,
         whole,
@@ -73,6 +73,7 @@ pub(crate) struct StatusForm {
 #[utoipa::path(put, path = "/voucher/{voucher_id}/status", tag = "voucher", security(("adminKey" = [])),
     params(("voucher_id" = i64, Path, minimum = 0, description = "the voucher")), request_body = StatusForm,
     responses(
+        BodyTimedOut, BodyTooLarge,
         (status = 200, description = "the status is set", body = Done),
         (status = 400, description = "VALIDATION: status is not 1 or 2", body = Failure),
         (status = 404, description = "NOT_FOUND: no such voucher", body = Failure),
@@ -115,6 +116,7 @@ pub(crate) struct StockForm {
 #[utoipa::path(put, path = "/voucher/seckill/{voucher_id}/stock", tag = "voucher", security(("adminKey" = [])),
     params(("voucher_id" = i64, Path, minimum = 0, description = "the seckill voucher")), request_body = StockForm,
     responses(
+        BodyTimedOut, BodyTooLarge,
         (status = 200, description = "the stock is set", body = Success<seckill::StockSet>),
         (status = 400, description = "VALIDATION: stock missing, negative or too large", body = Failure),
         (status = 404, description = "NOT_FOUND: no such seckill voucher", body = Failure),
@@ -136,7 +138,7 @@ pub(crate) async fn set_stock(
 /// The shop redeems a paid order (admin). Redeeming it again answers it
 /// again.
 #[utoipa::path(post, path = "/voucher-order/{order_id}/use", tag = "order", security(("adminKey" = [])),
-    params(("order_id" = i64, Path, description = "the order id")),
+    params(("order_id" = i64, Path, minimum = 0, description = "the order id")),
     responses(
         (status = 200, description = "the used order", body = Success<seckill::OrderView>),
         (status = 404, description = "NOT_FOUND: no such order", body = Failure),
@@ -146,14 +148,15 @@ pub(crate) async fn set_stock(
 pub(crate) async fn redeem_order(
     State(after_sale): State<Arc<AfterSale>>,
     _admin: Admin,
-    Path(order_id): Path<i64>,
+    Path(order): Path<Id>,
 ) -> ApiResult<Reply<seckill::OrderView>> {
-    Ok(Reply::data(after_sale.redeem(order_id).await?))
+    Ok(Reply::data(after_sale.redeem(order.signed()).await?))
 }
 
 #[utoipa::path(post, path = "/voucher", tag = "voucher", security(("adminKey" = [])), request_body = OrdinaryVoucherSchema,
     params(("Idempotency-Key" = Option<String>, Header, min_length = 1, max_length = 255, pattern = "^[!-~]+$", description = "a retry with the same key and body gets the first answer again (24 h) instead of a second voucher")),
     responses(
+        BodyTimedOut, BodyTooLarge,
         (status = 200, description = "the new voucher's id", body = Success<u64>),
         (status = 400, description = "VALIDATION: a field missing, unknown or out of range", body = Failure),
         (status = 409, description = "IDEMPOTENCY_IN_FLIGHT: the same Idempotency-Key is still running", body = Failure),
@@ -182,6 +185,7 @@ pub(crate) async fn create_voucher(
     description = "`stock`, `beginTime` and `endTime` are required here.",
     params(("Idempotency-Key" = Option<String>, Header, min_length = 1, max_length = 255, pattern = "^[!-~]+$", description = "a retry with the same key and body gets the first answer again (24 h) instead of a second voucher")),
     responses(
+        BodyTimedOut, BodyTooLarge,
         (status = 200, description = "the new voucher's id", body = Success<u64>),
         (status = 400, description = "VALIDATION: a field missing, unknown or out of range, or the window, in whole seconds, ends before it begins or is empty", body = Failure),
         (status = 409, description = "IDEMPOTENCY_IN_FLIGHT: the same Idempotency-Key is still running", body = Failure),

@@ -28,6 +28,10 @@ pub struct TestApp {
     pub redis: Redis,
     pub keys: Keys,
     pub state: AppState,
+    /// The same instance through its unix socket, as nginx reaches it: the
+    /// `X-Real-IP` of requests sent here is believed.
+    pub behind_nginx: Api,
+    proxy_socket: std::path::PathBuf,
     database: String,
     /// The first instance of a test owns its database and keys and removes
     /// them when dropped; peers share them.
@@ -69,15 +73,18 @@ impl TestApp {
     pub async fn spawn_peer(&self, adjust: impl FnOnce(&mut Config)) -> Self {
         let mut config = (*self.state.config).clone();
         config.server.bind_addr = "127.0.0.1:0".into();
+        config.server.proxy_socket = Some(scratch::socket_path());
         config.server.instance_id = None;
         adjust(&mut config);
         Self::start(config, self.database.clone(), false).await
     }
 
     async fn start(config: Config, database: String, owns_data: bool) -> Self {
+        let proxy_socket = config.server.proxy_socket.clone().expect("the test config names a socket");
         let app = Application::build(config).await.expect("app builds");
         let state = app.state().clone();
         let api = Api::new(format!("http://127.0.0.1:{}", app.port()), ADMIN_KEY, 64);
+        let behind_nginx = Api::through_socket(&proxy_socket, ADMIN_KEY);
         let (tx, rx) = oneshot::channel::<()>();
         let server = tokio::spawn(app.run_until(async move {
             let _ = rx.await;
@@ -88,6 +95,8 @@ impl TestApp {
             redis: state.redis.clone(),
             keys: Keys::new(&state.config.redis.key_prefix),
             state,
+            behind_nginx,
+            proxy_socket,
             database,
             owns_data,
             shutdown: Some(tx),
@@ -132,6 +141,8 @@ impl Drop for TestApp {
         if let Some(tx) = self.shutdown.take() {
             let _ = tx.send(());
         }
+        // The server removes it when it stops; the test may end first.
+        let _ = std::fs::remove_file(&self.proxy_socket);
         if !self.owns_data {
             return;
         }

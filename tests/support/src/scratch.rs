@@ -43,6 +43,7 @@ pub fn test_config() -> (Config, String, String) {
         redis: redis_settings(&prefix),
         server: ServerSettings {
             bind_addr: "127.0.0.1:0".into(),
+            proxy_socket: Some(socket_path()),
             admin_key: Some(ADMIN_KEY.into()),
             ..Default::default()
         },
@@ -60,6 +61,13 @@ pub fn test_config() -> (Config, String, String) {
         sale_path: SalePathSettings::default(),
     };
     (config, database, prefix)
+}
+
+/// A unix socket path of one instance's own for nginx's side of it (short:
+/// a socket's path is at most 108 bytes).
+pub fn socket_path() -> std::path::PathBuf {
+    let tag = uuid::Uuid::new_v4().simple().to_string();
+    std::env::temp_dir().join(format!("hmdp-test-{}.sock", &tag[..12]))
 }
 
 pub async fn cleanup(database: String, prefix: String) {
