@@ -245,3 +245,166 @@ async fn nginx_workers_run_unprivileged_and_still_serve_the_sale_page() {
     let big = api.post_json("/voucher", Some(&env("ADMIN_KEY")), &body).await;
     assert_eq!(big.status(), 400, "{:?}", big.text().await);
 }
+
+/// A phone of its own per call: a code sent in the last minute blocks another.
+fn fresh_phone() -> String {
+    format!("137{:08}", uuid::Uuid::new_v4().as_u128() % 100_000_000)
+}
+
+/// The instances believe `X-Real-IP` from nginx alone: nginx reaches them
+/// through their sockets, and a client straight at an instance's port is
+/// counted as itself whatever it claims. Seen in the per-address code
+/// limit's counters (`rate:code:addr:<addr>`), which each request adds one
+/// to: the loopback gives every local client an address of its own.
+#[tokio::test]
+#[ignore = "needs the nginx stack; scripts/test runs it"]
+async fn an_instance_believes_the_client_address_from_nginx_alone() {
+    use redis::AsyncCommands;
+    let from = |addr: &str| reqwest::Client::builder().local_address(addr.parse().ok()).build().unwrap();
+    let through_nginx = from("127.0.0.2")
+        .post(format!("{}/user/code?phone={}", env("HMDP_BASE_URL"), fresh_phone()))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(through_nginx.status(), 200, "{:?}", through_nginx.text().await);
+    for port in [8081, 8082] {
+        let straight = from("127.0.0.3")
+            .post(format!("http://127.0.0.1:{port}/user/code?phone={}", fresh_phone()))
+            .header("x-real-ip", "10.99.7.7")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(straight.status(), 200, "{:?}", straight.text().await);
+    }
+    let mut redis = connect_redis(&common::redis_settings("")).await.unwrap();
+    let count = |addr: &str| format!("rate:code:addr:{addr}");
+    let nginx_word: Option<u64> = redis.get(count("127.0.0.2")).await.unwrap();
+    let peer: Option<u64> = redis.get(count("127.0.0.3")).await.unwrap();
+    let claim: Option<u64> = redis.get(count("10.99.7.7")).await.unwrap();
+    assert!(nginx_word.is_some_and(|n| n >= 1), "nginx's X-Real-IP was counted");
+    assert!(peer.is_some_and(|n| n >= 2), "the straight client was counted as its own address");
+    assert_eq!(claim, None, "a client's own X-Real-IP was believed");
+}
+
+/// An instance closes what a client opens and never uses, as nginx does
+/// (HEADER_TIMEOUT_MS, 10 s by default).
+#[tokio::test]
+#[ignore = "needs the nginx stack; scripts/test runs it"]
+async fn an_instance_closes_a_connection_that_sends_no_request_within_its_header_timeout() {
+    use tokio::io::AsyncReadExt;
+    let opened = std::time::Instant::now();
+    let mut silent = tokio::net::TcpStream::connect("127.0.0.1:8081").await.unwrap();
+    let mut buf = [0u8; 64];
+    let read = tokio::time::timeout(Duration::from_secs(30), silent.read(&mut buf)).await;
+    assert!(matches!(read, Ok(Ok(0)) | Ok(Err(_))), "the silent connection was not closed: {read:?}");
+    let took = opened.elapsed();
+    assert!((Duration::from_secs(9)..Duration::from_secs(20)).contains(&took), "closed after {took:?}");
+}
+
+/// nginx says no more than it must: no version, no redirect naming the
+/// Host a client sent, and a sale page no other site may frame, whose
+/// scripts and calls are its own.
+#[tokio::test]
+#[ignore = "needs the nginx stack; scripts/test runs it"]
+async fn nginx_names_no_version_echoes_no_host_and_keeps_the_sale_page_from_being_framed() {
+    let base = env("HMDP_BASE_URL");
+    let client = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap();
+    let redirect = client.get(format!("{base}/sale")).header("host", "evil.example").send().await.unwrap();
+    assert_eq!(redirect.status(), 301);
+    assert_eq!(redirect.headers()["location"], "/sale/", "a relative redirect");
+    for resp in [
+        &redirect,
+        &client.get(format!("{base}/health")).send().await.unwrap(),
+        &client.get(format!("{base}/no/such/route")).send().await.unwrap(),
+    ] {
+        assert_eq!(resp.headers()["server"], "nginx", "no version");
+        assert_eq!(resp.headers()["x-content-type-options"], "nosniff");
+    }
+    let page = client.get(format!("{base}/sale/")).send().await.unwrap();
+    assert_eq!(page.status(), 200);
+    let csp = page.headers()["content-security-policy"].to_str().unwrap().to_owned();
+    for rule in
+        ["default-src 'none'", "script-src 'self'", "worker-src 'self'", "connect-src 'self'", "frame-ancestors 'none'"]
+    {
+        assert!(csp.contains(rule), "{rule} in {csp}");
+    }
+    assert!(!csp.contains("unsafe"), "{csp}");
+    assert_eq!(page.headers()["x-frame-options"], "DENY");
+    assert_eq!(page.headers()["x-content-type-options"], "nosniff");
+
+    // nginx's own refusal of a body past its limit is in the envelope,
+    // with the instances' code for it.
+    let body =
+        serde_json::json!({ "shopId": 1, "title": "t", "payValue": 1, "actualValue": 1, "rules": "r".repeat(70_000) });
+    let big = client
+        .post(format!("{base}/voucher"))
+        .header("x-admin-key", env("ADMIN_KEY"))
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(big.status(), 413);
+    let envelope: serde_json::Value = big.json().await.unwrap();
+    assert_eq!(
+        (envelope["success"].clone(), envelope["errorCode"].clone()),
+        (false.into(), "PAYLOAD_TOO_LARGE".into())
+    );
+}
+
+/// The logs hold no whole phone and nothing a client wrote unchecked: nginx
+/// masks a phone in its access log as the service does, and a request id
+/// that is no short token of safe characters is replaced, at nginx and at
+/// the instance.
+#[tokio::test]
+#[ignore = "needs the nginx stack; scripts/test runs it"]
+async fn the_logs_hold_no_whole_phone_and_no_request_id_as_a_client_wrote_it() {
+    let stack_dir = env("HMDP_STACK_DIR");
+    let base = env("HMDP_BASE_URL");
+    let client = reqwest::Client::new();
+    let marker = format!("injected-{}", uuid::Uuid::new_v4().simple());
+    let phone = fresh_phone();
+    let sent = client
+        .post(format!("{base}/user/code?phone={phone}"))
+        .header("x-request-id", format!("abc status=500 user_id=1 {marker}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(sent.status(), 200);
+    let rid = sent.headers()["x-request-id"].to_str().unwrap().to_owned();
+    assert!(rid.len() == 32 && rid.bytes().all(|b| b.is_ascii_hexdigit()), "nginx's own id: {rid}");
+    // A phone written another way, and sent straight to an instance too.
+    let encoded: String = phone.bytes().map(|b| format!("%{b:02X}")).collect();
+    let other = client.post(format!("{base}/user/code?phone={encoded}")).send().await.unwrap();
+    let other_rid = other.headers()["x-request-id"].to_str().unwrap().to_owned();
+    let straight = client
+        .get("http://127.0.0.1:8081/health")
+        .header("x-request-id", format!("abc status=500 user_id=1 {marker}"))
+        .send()
+        .await
+        .unwrap();
+    assert_ne!(straight.headers()["x-request-id"].to_str().unwrap(), format!("abc status=500 user_id=1 {marker}"));
+
+    let log = format!("{stack_dir}/nginx/access.log");
+    let masked = format!("phone={}****{}", &phone[..3], &phone[7..]);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let text = loop {
+        // Written within nginx's 2 s flush.
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        if (text.contains(&rid) && text.contains(&other_rid)) || std::time::Instant::now() > deadline {
+            break text;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    let line = text.lines().find(|l| l.contains(&format!("rid={rid}"))).expect("the request's line");
+    assert!(line.contains(&masked), "{line}");
+    let other_line =
+        text.lines().find(|l| l.contains(&format!("rid={other_rid}"))).expect("the encoded request's line");
+    assert!(other_line.contains("/user/code?***"), "{other_line}");
+    assert!(!text.contains(&phone) && !text.contains(&encoded), "a whole phone in nginx's access log");
+    assert!(!text.contains(&marker), "a client's request id in nginx's access log");
+    for app in ["app1", "app2"] {
+        let app_log = std::fs::read_to_string(format!("{stack_dir}/{app}.log")).unwrap_or_default();
+        assert!(!app_log.contains(&marker), "a client's request id in {app}.log");
+        assert!(!app_log.contains(&phone), "a whole phone in {app}.log");
+    }
+}
