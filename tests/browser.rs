@@ -290,6 +290,12 @@ async fn buy_through_the_line(api: Api, voucher: u64, token: String, joined: Arc
 /// The page's own worker solving challenges of each difficulty, in this
 /// browser: the median milliseconds of `tries` solves.
 async fn browser_solve_times(page: &Client, difficulties: &[u8], tries: usize) -> Vec<(u8, f64)> {
+    // Five solves of 18 bits take 7 s on a quiet box and past WebDriver's
+    // 30 s script timeout on a busy one (a solve's work varies, and the
+    // box's two cores serve the stack too): a report must not fail the run.
+    let mut timeouts = page.get_timeouts().await.unwrap();
+    timeouts.set_script(Some(Duration::from_secs(600)));
+    page.update_timeouts(timeouts).await.unwrap();
     let mut times = Vec::new();
     for &bits in difficulties {
         let measured = page
