@@ -483,3 +483,60 @@ async fn in_a_browser_the_course_front_end_shows_nginx_s_own_answer_when_no_inst
     assert_eq!(body["success"], json!(false));
     assert_eq!(body["errorCode"], json!("BAD_GATEWAY"));
 }
+
+/// Another site, on a port of its own (another origin, on this machine: a
+/// public page may not frame a local one at all), whose page frames `src`.
+async fn another_site(src: String) -> String {
+    let page =
+        format!("<!doctype html><title>another site</title><iframe src=\"{src}\" width=300 height=300></iframe>");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let site = axum::Router::new().route("/", axum::routing::get(move || async move { axum::response::Html(page) }));
+    tokio::spawn(async move { axum::serve(listener, site).await });
+    format!("http://{addr}/")
+}
+
+/// What another site's page shows of `src` in its frame: the framed
+/// document's address and text, once it has loaded (WebDriver may enter a
+/// frame of another origin; the page itself could not).
+async fn framed(page: &Client, src: &str) -> String {
+    page.goto(&another_site(src.to_owned()).await).await.unwrap();
+    let started = Instant::now();
+    loop {
+        page.enter_frame(0).await.unwrap();
+        let seen = page
+            .execute(
+                r#"return document.readyState === "complete" && location.href !== "about:blank"
+                     ? location.href + "\n" + (document.body ? document.body.innerText : "") : null;"#,
+                vec![],
+            )
+            .await
+            .unwrap();
+        page.enter_parent_frame().await.unwrap();
+        if let Some(seen) = seen.as_str() {
+            return seen.to_owned();
+        }
+        assert!(started.elapsed() < Duration::from_secs(15), "the frame of {src} never loaded");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// The sale page's buy button cannot be put under another site's page
+/// (clickjacking): Chromium refuses to show it in a frame
+/// (`frame-ancestors 'none'`), while the same browser frames a page
+/// without that rule and shows the sale page itself.
+#[tokio::test]
+#[ignore = "needs the nginx stack and chromium-driver; scripts/test runs it"]
+async fn in_a_browser_another_site_cannot_frame_the_sale_page() {
+    let base = env("HMDP_BASE_URL");
+    let driver = Driver::start().await;
+    let page = driver.browser().await;
+    let health = framed(&page, &format!("{base}/health")).await;
+    assert!(health.contains("\"success\":true"), "a page without the rule is framed: {health:?}");
+    let sale = framed(&page, &format!("{base}/sale/")).await;
+    assert!(!sale.contains("Flash sale"), "the sale page was shown in another site's frame: {sale:?}");
+    page.goto(&format!("{base}/sale/")).await.unwrap();
+    let heading = wait_text(&page, "header h1", |t| !t.is_empty()).await;
+    assert_eq!(heading, "Flash sale", "the page itself is shown");
+    page.close().await.unwrap();
+}
