@@ -116,16 +116,15 @@ impl Watch {
 pub(crate) struct Watched<IO> {
     io: IO,
     watch: Arc<Watch>,
-    /// Armed at `armed_for` while the IO waits and a deadline applies.
+    /// Set no later than the deadline while the IO waits and one applies.
     timer: Option<Pin<Box<Sleep>>>,
-    armed_for: Option<Instant>,
     _place: OwnedSemaphorePermit,
 }
 
 impl<IO> Watched<IO> {
     pub(super) fn new(io: IO, watch: Watch, place: OwnedSemaphorePermit) -> Self {
         metrics::gauge!("hmdp_connections_open", "listener" => watch.listener).increment(1.0);
-        Self { io, watch: Arc::new(watch), timer: None, armed_for: None, _place: place }
+        Self { io, watch: Arc::new(watch), timer: None, _place: place }
     }
 
     pub(super) fn watch(&self) -> &Arc<Watch> {
@@ -133,22 +132,26 @@ impl<IO> Watched<IO> {
     }
 
     /// The IO would wait: fine until the deadline, an error past it. The
-    /// timer wakes the connection's task at the deadline to find that out.
+    /// timer wakes the connection's task by the deadline to find that out.
+    /// A timer set earlier than the deadline is left as it is (when it goes
+    /// off, it is set again for the deadline then due): a connection that
+    /// serves request after request moves its deadline later each time, and
+    /// resetting a timer for each would cost every request a trip through
+    /// the runtime's timer wheel. Only a deadline that moved earlier (the
+    /// next request's head has begun) resets it.
     fn waiting(&mut self, cx: &mut Context<'_>) -> Poll<io::Error> {
         let Some(deadline) = self.watch.deadline() else { return Poll::Pending };
-        if Instant::now() >= deadline {
-            return Poll::Ready(self.watch.timed_out());
+        let timer = self.timer.get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline)));
+        if timer.deadline() > deadline {
+            timer.as_mut().reset(deadline);
         }
-        if self.armed_for != Some(deadline) {
-            match &mut self.timer {
-                Some(timer) => timer.as_mut().reset(deadline),
-                None => self.timer = Some(Box::pin(tokio::time::sleep_until(deadline))),
+        loop {
+            match timer.as_mut().poll(cx) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(()) if timer.deadline() >= deadline => return Poll::Ready(self.watch.timed_out()),
+                // It went off for a deadline that has moved on since.
+                Poll::Ready(()) => timer.as_mut().reset(deadline),
             }
-            self.armed_for = Some(deadline);
-        }
-        match self.timer.as_mut().map(|timer| timer.as_mut().poll(cx)) {
-            Some(Poll::Ready(())) => Poll::Ready(self.watch.timed_out()),
-            _ => Poll::Pending,
         }
     }
 }
