@@ -2,7 +2,7 @@ use clap::{Parser, Subcommand};
 use hmdp::{
     Config,
     auth::{SessionStore, TokenKeys},
-    config::{AuthSettings, DatabaseSettings, DatabaseUrl, RedisSettings},
+    config::{AuthSettings, DEFAULT_LOG_FILTER, DatabaseSettings, DatabaseUrl, RedisSettings, settings_table},
     keys::Keys,
     startup,
 };
@@ -56,14 +56,17 @@ enum Command {
         #[arg(long)]
         voucher: Option<u64>,
     },
+    /// Print every setting `serve` reads (its variable, default and
+    /// meaning) as the Markdown table of docs/api.md.
+    Settings,
 }
 
-const SUBCOMMANDS: [&str; 4] = ["serve", "seed-users", "reconcile", "help"];
+const SUBCOMMANDS: [&str; 5] = ["serve", "seed-users", "reconcile", "settings", "help"];
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     tracing_subscriber::fmt()
-        .with_env_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
+        .with_env_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| DEFAULT_LOG_FILTER.into()))
         .init();
     #[cfg(feature = "failpoints")]
     hmdp_segments::fail_points_from_env();
@@ -80,6 +83,10 @@ async fn main() -> anyhow::Result<()> {
             seed_users(&db, &redis, &auth, count, &out, first_phone).await
         }
         Command::Reconcile { db, redis, voucher } => reconcile(&db, &redis, voucher).await,
+        Command::Settings => {
+            print!("{}", settings_table());
+            Ok(())
+        }
     }
 }
 

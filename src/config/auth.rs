@@ -11,15 +11,17 @@ const PLACEHOLDER_JWT_SECRET: &str = "replace-with-at-least-32-random-characters
 
 #[derive(Clone, Args)]
 pub struct AuthSettings {
-    /// HS256 secret shared by every instance. No built-in default: a service
-    /// that silently signs with a well-known key is worse than one that
-    /// refuses to start.
+    /// The HS256 secret of the tokens, at least 16 bytes, shared by every
+    /// instance. No built-in default: a service that silently signs with a
+    /// well-known key is worse than one that refuses to start, and
+    /// `.env.example`'s placeholder is refused too.
     #[arg(long, env = "JWT_SECRET", hide_env_values = true)]
     pub jwt_secret: String,
 
     /// Development only: log each SMS code at INFO (there is no SMS
-    /// provider). Off, a code never reaches a log: whoever reads the logs
-    /// could log in as anyone.
+    /// provider). Off, a code never reaches a log, since whoever reads the
+    /// logs could log in as anyone; phones are logged masked
+    /// (`138****1234`).
     #[arg(long, env = "LOG_SMS_CODES", default_value_t = false)]
     pub log_sms_codes: bool,
 }

@@ -15,20 +15,21 @@ fn at_least_one() -> clap::builder::RangedU64ValueParser<u64> {
 #[derive(Clone, Debug, Args)]
 pub struct LimitSettings {
     /// SMS codes sent to one phone per day from one client address, across
-    /// instances; from all addresses together, a few times as many.
-    /// Counted per address so that a stranger's requests do not stop the
-    /// phone's owner from getting a code.
+    /// instances (429 with `Retry-After` beyond); from every address
+    /// together, 3 times as many. Counted per address, so that a stranger's
+    /// requests do not stop the phone's owner from getting a code.
     #[arg(long, env = "SMS_CODES_PER_PHONE_DAY", default_value_t = DEFAULT_SMS_CODES_PER_PHONE_DAY, value_parser = at_least_one())]
     pub sms_codes_per_phone_day: u64,
 
     /// Wrong codes tried for one phone per day from one client address;
     /// past it, that address's logins of that phone are refused until the
-    /// day's window ends (from all addresses together, a few times as
-    /// many). The owner, elsewhere, can still log in.
+    /// day's window ends; from every address together, 3 times as many. The
+    /// owner, elsewhere, can still log in.
     #[arg(long, env = "LOGIN_FAILURES_PER_PHONE_DAY", default_value_t = DEFAULT_LOGIN_FAILURES_PER_PHONE_DAY, value_parser = at_least_one())]
     pub login_failures_per_phone_day: u64,
 
-    /// Code requests from one client address per hour.
+    /// Code requests from one client address per hour (the address: nginx's
+    /// `X-Real-IP`, else the peer).
     #[arg(long, env = "SMS_CODES_PER_ADDR_HOUR", default_value_t = DEFAULT_SMS_CODES_PER_ADDR_HOUR, value_parser = at_least_one())]
     pub sms_codes_per_addr_hour: u64,
 
@@ -36,7 +37,8 @@ pub struct LimitSettings {
     #[arg(long, env = "LOGINS_PER_ADDR_HOUR", default_value_t = DEFAULT_LOGINS_PER_ADDR_HOUR, value_parser = at_least_one())]
     pub logins_per_addr_hour: u64,
 
-    /// Order requests of one user per 10 s, per instance.
+    /// Order requests of one user per 10 s, counted in each instance's
+    /// memory (the order path pays no round trip for it).
     #[arg(long, env = "ORDERS_PER_USER_10S", default_value_t = DEFAULT_ORDERS_PER_USER_10S, value_parser = at_least_one())]
     pub orders_per_user_10s: u64,
 }

@@ -15,6 +15,7 @@ mod salepath;
 mod seckill;
 mod server;
 mod store;
+mod table;
 
 use clap::Args;
 
@@ -26,6 +27,7 @@ pub use seckill::{
 };
 pub use server::{MIN_ADMIN_KEY_LEN, ServerSettings, TrustedProxies};
 pub use store::{DatabaseSettings, DatabaseUrl, RedisSettings, ReplicaSettings};
+pub use table::{DEFAULT_LOG_FILTER, settings_table};
 
 /// Everything `hmdp serve` runs on.
 #[derive(Clone, Debug, Args)]

@@ -20,16 +20,19 @@ const DEFAULT_SALE_PATH_ASKS_PER_USER_S: u64 = 10;
 #[derive(Clone, Debug, Args)]
 pub struct SalePathSettings {
     /// Buyers a guarded voucher admits per second, unless the voucher sets
-    /// its own `admitPerSecond`: past it, buyers wait in line.
+    /// its own `admitPerSecond`: past it, buyers wait in line. What
+    /// `scripts/bench-cpu` measured the two-instance stack to sell, rounded
+    /// down.
     #[arg(long, env = "SALE_ADMIT_PER_SECOND", default_value_t = DEFAULT_SALE_ADMIT_PER_SECOND)]
     pub(crate) sale_admit_per_second: u32,
 
-    /// How long a sale path may be used, from when it was issued.
+    /// How long a sale path may be used, from when it was issued; 1,000 to
+    /// 3,600,000.
     #[arg(long, env = "SALE_PATH_TTL_MS", default_value_t = DEFAULT_SALE_PATH_TTL_MS)]
     pub sale_path_ttl_ms: u64,
 
     /// How long before the window opens a path (or a challenge, or a place
-    /// in line) may be asked for.
+    /// in line) may be asked for; at most 86,400.
     #[arg(long, env = "SALE_PATH_LEAD_S", default_value_t = DEFAULT_SALE_PATH_LEAD_S)]
     pub sale_path_lead_s: u64,
 
@@ -38,11 +41,13 @@ pub struct SalePathSettings {
     #[arg(long, env = "SALE_CHALLENGE_BITS", default_value_t = DEFAULT_SALE_CHALLENGE_BITS)]
     pub sale_challenge_bits: u8,
 
-    /// The most the difficulty rises to under load.
+    /// The most the difficulty rises to under load (one bit for each
+    /// doubling of the path requests past the admission rate); at most 32.
     #[arg(long, env = "SALE_CHALLENGE_MAX_BITS", default_value_t = DEFAULT_SALE_CHALLENGE_MAX_BITS)]
     pub sale_challenge_max_bits: u8,
 
-    /// How long a challenge may be answered, from when it was issued.
+    /// How long a challenge may be answered, from when it was issued; 1,000
+    /// to 3,600,000.
     #[arg(long, env = "SALE_CHALLENGE_TTL_MS", default_value_t = DEFAULT_SALE_CHALLENGE_TTL_MS)]
     pub(crate) sale_challenge_ttl_ms: u64,
 
@@ -51,13 +56,13 @@ pub struct SalePathSettings {
     pub sale_line_max: u64,
 
     /// A buyer in line who has not asked again for this long has left and
-    /// loses their place.
+    /// loses their place; 1,000 to 600,000.
     #[arg(long, env = "SALE_LINE_LEAVE_MS", default_value_t = DEFAULT_SALE_LINE_LEAVE_MS)]
     pub sale_line_leave_ms: u64,
 
     /// Path requests of one user per second, per instance: a buyer told to
     /// ask again in 250 ms or more needs four; one asking faster is
-    /// answered 429 and keeps the place.
+    /// answered 429 with `Retry-After` and keeps the place.
     #[arg(long, env = "SALE_PATH_ASKS_PER_USER_S", default_value_t = DEFAULT_SALE_PATH_ASKS_PER_USER_S)]
     pub sale_path_asks_per_user_s: u64,
 }

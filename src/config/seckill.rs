@@ -40,15 +40,16 @@ pub enum SeckillMode {
 /// mode's own group, read by that mode alone.
 #[derive(Clone, Debug, Args)]
 pub struct SeckillSettings {
-    /// `sync`: the order is decided and committed in MariaDB before the
+    /// `sync`: an order is decided and committed in MariaDB before the
     /// answer. `async`: decided in Redis by one script, answered at once,
-    /// persisted in batches by the consumers.
+    /// persisted in batches by the consumers. Chosen once, at start-up.
     #[arg(id = "seckill_mode", long = "seckill-mode", env = "SECKILL_MODE", value_enum, default_value_t = SeckillMode::Sync)]
     pub mode: SeckillMode,
 
     /// How long an order may take before it gives up, answered 503 with
-    /// nothing committed. Shorter than nginx's `proxy_read_timeout` (30 s),
-    /// so the client hears the truth rather than nginx's 504.
+    /// nothing committed; 100 to 25,000. Shorter than nginx's
+    /// `proxy_read_timeout` (30 s), so that the client hears the truth
+    /// rather than nginx's 504.
     #[arg(long, env = "REQUEST_DEADLINE_MS", default_value_t = DEFAULT_REQUEST_DEADLINE_MS)]
     pub request_deadline_ms: u64,
 
@@ -74,40 +75,42 @@ impl Default for SeckillSettings {
 /// group commit and the hot row's gate.
 #[derive(Clone, Debug, Args)]
 pub struct SyncSettings {
-    /// Lease of the per-user order lock, renewed every third of it while
-    /// held (Redisson's 30 s). Shorter frees a crashed instance's locks
-    /// sooner and costs more renewals.
+    /// Synchronous mode: the lease of the per-user order lock, renewed every
+    /// third of it while held (Redisson's 30 s); at least 100. Shorter frees
+    /// a crashed instance's locks sooner and costs more renewals.
     #[arg(long, env = "LOCK_WATCHDOG_TTL_MS", default_value_t = DEFAULT_LOCK_WATCHDOG_TTL_MS)]
     pub lock_watchdog_ttl_ms: u64,
 
-    /// Orders of one voucher committed in one transaction
-    /// at most (1: one transaction per order, the design card's path).
+    /// Synchronous mode: orders of one voucher committed in one transaction
+    /// at most, 1 to 5,000 (1: one transaction per order, the course's
+    /// design).
     #[arg(long, env = "ORDER_BATCH_MAX", default_value_t = DEFAULT_ORDER_BATCH_MAX)]
     pub order_batch_max: usize,
 
-    /// How long a group waits for more orders before it
-    /// commits. 0: it takes what is ready; while one group commits, the
-    /// next gathers by itself.
+    /// Synchronous mode: how long a group waits for more orders before it
+    /// commits, at most 1,000. 0: it takes what is ready; while one group
+    /// commits, the next gathers by itself.
     #[arg(long, env = "ORDER_BATCH_WAIT_MS", default_value_t = DEFAULT_ORDER_BATCH_WAIT_MS)]
     pub order_batch_wait_ms: u64,
 
-    /// A voucher's group-commit worker that saw no order
-    /// for this long ends (the next order starts another), so ended sales
-    /// leave no idle tasks behind.
+    /// Synchronous mode: a voucher's group-commit worker that saw no order
+    /// for this long ends (the next order starts another), so that ended
+    /// sales leave no idle tasks behind; at least 100.
     #[arg(long, env = "ORDER_BATCH_WORKER_IDLE_MS", default_value_t = DEFAULT_ORDER_BATCH_WORKER_IDLE_MS)]
     pub order_batch_worker_idle_ms: u64,
 
-    /// How many order transactions of one instance may wait on one voucher's
-    /// stock row at once. InnoDB's throughput on a hot row collapses when
-    /// hundreds of transactions queue on its lock; a few at a time keep it
-    /// busy without the collapse. Only at `ORDER_BATCH_MAX` = 1: with group
-    /// commit, one worker per voucher is all that reaches the row.
+    /// Synchronous mode: how many order transactions of one instance may
+    /// wait on one voucher's stock row at once. InnoDB's throughput on a hot
+    /// row collapses when hundreds of transactions queue on its lock; a few
+    /// at a time keep it busy without the collapse. Only at
+    /// `ORDER_BATCH_MAX` = 1: with group commit, one worker per voucher is
+    /// all that reaches the row.
     #[arg(long, env = "HOT_ROW_PERMITS", default_value_t = DEFAULT_HOT_ROW_PERMITS)]
     pub hot_row_permits: usize,
 
-    /// Orders of one instance that may wait for one voucher's row (or for
-    /// their group) at once; beyond that an order is answered 503
-    /// `OVERLOADED` with `Retry-After` at once.
+    /// Synchronous mode: orders of one instance that may wait for one
+    /// voucher's row (or for their group) at once; beyond that an order is
+    /// answered 503 `OVERLOADED` with `Retry-After` at once.
     #[arg(long, env = "HOT_ROW_QUEUE_MAX", default_value_t = DEFAULT_HOT_ROW_QUEUE_MAX)]
     pub hot_row_queue_max: usize,
 }
@@ -129,37 +132,47 @@ impl Default for SyncSettings {
 /// consumers, recovery, retirement and the replicas an order waits for.
 #[derive(Clone, Debug, Args)]
 pub struct AsyncSettings {
-    /// Stream entries read, and orders persisted in one
-    /// transaction, at most.
+    /// Asynchronous mode: stream entries read, and orders persisted in one
+    /// transaction, at most; 1 to 5,000.
     #[arg(long, env = "ASYNC_BATCH_MAX", default_value_t = DEFAULT_ASYNC_BATCH_MAX)]
     pub async_batch_max: usize,
 
-    /// An entry unacknowledged this long is taken over by
-    /// another consumer (its own died or is stuck) and retried.
+    /// Asynchronous mode: an entry unacknowledged this long is taken over by
+    /// another consumer (its own died or is stuck) and retried; at least
+    /// 100.
     #[arg(long, env = "ASYNC_CLAIM_IDLE_MS", default_value_t = DEFAULT_ASYNC_CLAIM_IDLE_MS)]
     pub async_claim_idle_ms: u64,
 
-    /// An order the database refused this many times is
-    /// dead-lettered, and its stock and buyer slot are given back.
+    /// Asynchronous mode: an order the database refused this many times is
+    /// dead-lettered, and its unit and its buyer's place given back.
     #[arg(long, env = "ASYNC_MAX_DELIVERIES", default_value_t = DEFAULT_ASYNC_MAX_DELIVERIES)]
     pub async_max_deliveries: u64,
 
-    /// This long after a sale ended, once drained, it is
-    /// retired: out of `seckill:active` (no consumer reads it any more) and
-    /// its keys given a TTL (working keys 1 h, failed orders and dead
-    /// letters 7 days), so Redis does not grow with every sale ever sold.
+    /// Asynchronous mode: this long after a sale ended, once nothing is left
+    /// to persist, the sale is retired: out of `seckill:active` (no consumer
+    /// reads it, no lookup scans it) and its keys given a TTL (the working
+    /// keys 1 h, the failed hash and dead letters 7 days), so that Redis
+    /// does not grow with every sale ever sold. An ended sale is not loaded
+    /// again when its keys are gone: its orders are answered `ENDED` from
+    /// MariaDB.
     #[arg(long, env = "ASYNC_RETIRE_AFTER_MS", default_value_t = DEFAULT_ASYNC_RETIRE_AFTER_MS)]
     pub async_retire_after_ms: u64,
 
-    /// Replicas that must acknowledge an order (Redis
-    /// `WAIT`) before it is answered 200, so that a master's death cannot
-    /// take it. Unset: 1 when every Redis master has a replica at start-up,
-    /// else 0 (off).
+    /// Asynchronous mode: Redis replicas that must acknowledge an order
+    /// (`WAIT`) before it is answered 200, so that a master's death cannot
+    /// take it; at most 16. Unset: 1 when every Redis master has a replica
+    /// at start-up, else 0 (off).
     #[arg(long, env = "ORDER_REPLICA_ACKS")]
     pub order_replica_acks: Option<u32>,
 
-    /// How long an order waits for those acknowledgements; past it the
-    /// order is answered 202, accepted but not yet replicated.
+    /// Asynchronous mode: the bound of that wait, 1 to 10,000. An order no
+    /// replica acknowledged in time is answered 202 with its id (`success:
+    /// true`, `errorMsg` says so), and `GET /voucher-order/{id}` tells
+    /// whether it lasted. One `WAIT` at a time per slot covers every order
+    /// answered before it was sent (a group wait), so a master without a
+    /// replica costs each order one or two bounds, not the queue's. A
+    /// voucher whose wait came back short skips the wait for 1 s (202 at
+    /// once).
     #[arg(long, env = "ORDER_REPLICA_WAIT_MS", default_value_t = DEFAULT_ORDER_REPLICA_WAIT_MS)]
     pub order_replica_wait_ms: u64,
 }
@@ -242,12 +255,18 @@ impl AsyncSettings {
 /// What every order of the service carries.
 #[derive(Clone, Debug, Args)]
 pub struct OrderSettings {
-    /// An unpaid order not paid within this many seconds of its creation is
-    /// cancelled and its unit returned to the stock.
+    /// An unpaid order not paid within this many seconds of its creation
+    /// (`payDeadline`) is cancelled and its unit returned, by a sweep every
+    /// instance runs each second (unpaid orders past their deadline, on
+    /// `idx_unpaid`, voucher by voucher under the voucher's row lock, so
+    /// that two sweeps never cancel an order twice); 1 to 604,800.
     #[arg(long, env = "ORDER_PAY_TIMEOUT_S", default_value_t = DEFAULT_ORDER_PAY_TIMEOUT_S)]
     pub order_pay_timeout_s: u64,
 
-    /// Order id sequences reserved per Redis round trip.
+    /// Order id sequences reserved per Redis round trip (1: one `INCR` per
+    /// id); at most 1553, so that 16 instances, each dropping what is left
+    /// of a block every second of a day, leave half of the day's 2^32 ids
+    /// to orders.
     #[arg(long, env = "ORDER_ID_BLOCK", default_value_t = DEFAULT_ORDER_ID_BLOCK)]
     pub(crate) order_id_block: u32,
 }

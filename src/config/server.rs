@@ -44,66 +44,97 @@ const PLACEHOLDER_ADMIN_KEY: &str = "replace-with-a-random-admin-key";
 
 #[derive(Clone, Args)]
 pub struct ServerSettings {
+    /// Where the instance listens over TCP: the API, `/metrics` and
+    /// `/health`. A client here is counted as its own address, whatever it
+    /// claims (`TRUSTED_PROXIES`).
     #[arg(long, env = "BIND_ADDR", default_value = DEFAULT_BIND_ADDR)]
     pub bind_addr: String,
 
-    /// Shown in `X-Instance`; defaults to the bound host:port.
+    /// Shown in `X-Instance` on every answer; the bound host:port when
+    /// unset.
     #[arg(long, env = "INSTANCE_ID")]
     pub instance_id: Option<String>,
 
-    /// Admin routes answer 403 to everyone while this is unset.
+    /// The admin key (`X-Admin-Key`), at least 24 bytes; admin routes answer
+    /// 403 to everyone while it is unset, and `.env.example`'s placeholder
+    /// is refused at start-up. Wrong keys are counted
+    /// (`hmdp_admin_key_failures_total`) and limited per client address:
+    /// after 10 in 15 minutes, that address's admin requests answer 429 with
+    /// `Retry-After` until the window ends, the right key included. A
+    /// request without the header guesses nothing: it is answered 403 at
+    /// once, neither counted nor held up.
     #[arg(long, env = "ADMIN_KEY", hide_env_values = true)]
     pub admin_key: Option<String>,
 
     /// A unix socket the instance also listens on, for nginx: what comes
     /// through it comes from nginx, whose `X-Real-IP` is believed. Made
-    /// mode 0660, so only its owner and group (nginx's workers) connect;
-    /// keep it in a directory nobody else may enter.
+    /// mode 0660, so that only its owner and group (nginx's workers)
+    /// connect; keep it in a directory nobody else may enter. A socket file
+    /// left by a dead instance is replaced; one another process answers on
+    /// is refused at start-up. `scripts/stack` gives each instance one and
+    /// names them in nginx's upstream.
     #[arg(long, env = "PROXY_SOCKET")]
     pub proxy_socket: Option<PathBuf>,
 
-    /// TCP peers whose `X-Real-IP` is believed (comma-separated addresses,
-    /// never ranges): a proxy at an address of its own, as nginx on the
-    /// compose network. None by default: on one machine any process can
-    /// connect from a loopback address, so nginx comes through
-    /// `PROXY_SOCKET` instead. From anyone else the header is a client's
-    /// claim, and per-address limits count the peer.
+    /// TCP peers whose `X-Real-IP` is believed: comma-separated addresses,
+    /// never ranges (a range trusts every host in it, and is refused at
+    /// start-up). None by default: on one machine any process can connect
+    /// from a loopback address, so nginx comes through `PROXY_SOCKET`; on
+    /// the compose network nginx has an address of its own, which the
+    /// instances trust. From any other peer the header is a client's claim,
+    /// and per-address limits count the peer, an IPv6 one by its /64.
+    /// Behind a load balancer in front of nginx, let nginx's `real_ip`
+    /// module (`set_real_ip_from <the balancer>; real_ip_header
+    /// X-Forwarded-For;`) turn the balancer's header into `$remote_addr`,
+    /// which nginx sends on as `X-Real-IP`.
     #[arg(long, env = "TRUSTED_PROXIES", default_value = "")]
     pub trusted_proxies: TrustedProxies,
 
-    /// How long a request's head may take to arrive: from the connection's
-    /// opening for its first request, from the first byte for the next.
-    /// Past it the connection is closed.
+    /// How long a request's head may take to arrive, from the connection's
+    /// opening for its first request and from its first byte for the next;
+    /// then the connection is closed (nginx's `client_header_timeout` is the
+    /// same 10 s).
     #[arg(long, env = "HEADER_TIMEOUT_MS", default_value_t = DEFAULT_HEADER_TIMEOUT_MS, value_parser = clap::value_parser!(u64).range(1..))]
     pub header_timeout_ms: u64,
 
-    /// How long a connection may wait for its next request (or for its
-    /// client to read an answer) before it is closed.
+    /// How long a connection may wait for its next request, or for its
+    /// client to read an answer, before it is closed. Longer than nginx's
+    /// keep-alive with the instances (60 s), so that nginx always closes an
+    /// idle connection first.
     #[arg(long, env = "KEEPALIVE_TIMEOUT_MS", default_value_t = DEFAULT_KEEPALIVE_TIMEOUT_MS, value_parser = clap::value_parser!(u64).range(1..))]
     pub keepalive_timeout_ms: u64,
 
-    /// How long a request's body may pause between two reads: past it the
-    /// request is answered 408 `REQUEST_TIMEOUT`.
+    /// How long a request's body may pause between two reads; then 408
+    /// `REQUEST_TIMEOUT` (nginx's `client_body_timeout` is the same 10 s;
+    /// behind nginx, which sends whole bodies, it never applies).
     #[arg(long, env = "BODY_TIMEOUT_MS", default_value_t = DEFAULT_BODY_TIMEOUT_MS, value_parser = clap::value_parser!(u64).range(1..))]
     pub body_timeout_ms: u64,
 
     /// Connections the instance holds open at once, over both listeners;
-    /// past it, it accepts the next only when one closes.
+    /// past it, it accepts the next only when one closes (the kernel holds
+    /// the rest in its accept queue). Each is a descriptor: with
+    /// `MAX_IN_FLIGHT` at work and nginx's idle ones, this leaves MariaDB's
+    /// and Redis's connections room under a hard limit of 20,000.
     #[arg(long, env = "MAX_CONNECTIONS", default_value_t = DEFAULT_MAX_CONNECTIONS, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     pub max_connections: usize,
 
     /// Requests one instance serves at once; the next is answered 503
-    /// `OVERLOADED` with `Retry-After` at once, before any work, instead of
-    /// waiting in a queue until nginx gives up on it. `/health` and
-    /// `/metrics` are never refused.
+    /// `OVERLOADED` with `Retry-After: 1` before any work, in microseconds,
+    /// instead of waiting until nginx gives up on it (a busy instance
+    /// answers; nginx takes out only one that cannot be reached). `/health`
+    /// and `/metrics` are never refused. Each request in flight holds a
+    /// descriptor: keep it under the instance's descriptor limit, which the
+    /// instance raises to its hard limit at start.
     #[arg(long, env = "MAX_IN_FLIGHT", default_value_t = DEFAULT_MAX_IN_FLIGHT, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     pub max_in_flight: usize,
 
     /// Of the requests in flight, how many the instance works on at once;
-    /// the others wait in line, first come first served. With every request
-    /// of a crowd worked on at once, each gets a sliver of the CPU and the
-    /// first answers come after a second; in line, the first come are
-    /// answered first and the line moves faster.
+    /// the others wait in line, first come first served (`/health` and
+    /// `/metrics` skip it). With every request of a crowd worked on at once,
+    /// each gets a sliver of the CPU and the first answers come after a
+    /// second; in line, the first come are answered first and the sale sells
+    /// out sooner. A request reading its body holds its place: behind nginx,
+    /// which sends whole bodies, that costs nothing.
     #[arg(long, env = "MAX_WORKING", default_value_t = DEFAULT_MAX_WORKING, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     pub max_working: usize,
 }

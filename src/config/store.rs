@@ -13,7 +13,8 @@ const DEFAULT_REDIS_URL: &str = "redis://127.0.0.1:6379";
 /// (`reconcile`, the load tool's audit).
 #[derive(Clone, Args)]
 pub struct DatabaseUrl {
-    /// The database in the path is created at start-up when missing.
+    /// MariaDB. The database named in the path is created at start-up when
+    /// missing, and the embedded migrations run there.
     #[arg(id = "database_url", long = "database-url", env = "DATABASE_URL", default_value = DEFAULT_DATABASE_URL)]
     url: String,
 }
@@ -34,10 +35,13 @@ impl std::fmt::Debug for DatabaseUrl {
 /// `seed-users`, the lab).
 #[derive(Clone, Args)]
 pub struct DatabaseSettings {
-    /// The database in the path is created at start-up when missing.
+    /// MariaDB. The database named in the path is created at start-up when
+    /// missing, and the embedded migrations run there.
     #[arg(id = "database_url", long = "database-url", env = "DATABASE_URL", default_value = DEFAULT_DATABASE_URL)]
     pub url: String,
 
+    /// Connections of the instance's MariaDB pool (and of the replica's,
+    /// with `DATABASE_READ_URL`), 1 to 10,000.
     #[arg(
         id = "db_max_connections",
         long = "db-max-connections",
@@ -66,9 +70,16 @@ impl std::fmt::Debug for DatabaseSettings {
 /// A read-only replica, which only the service reads from.
 #[derive(Clone, Default, Args)]
 pub struct ReplicaSettings {
-    /// A read-only replica for the reads that may lag (the shop's voucher
-    /// list, a user's order list). Writes, and the order a buyer polls
-    /// right after ordering, keep to the primary.
+    /// A read-only MariaDB replica for the reads that may lag: `GET
+    /// /voucher/list/{shopId}` and `GET /voucher-order/mine`. `GET
+    /// /voucher-order/{id}` reads it first and the primary when the replica
+    /// has no such row yet, so a buyer never gets 404 for an order they were
+    /// told about. Everything that writes reads the primary. Start-up
+    /// refuses a server that is not `read_only` (a second primary, or the
+    /// primary again), and one that does not answer within 10 s; a replica
+    /// that has not yet got the database the instance just created on the
+    /// primary (a new deployment, replication lagging) is asked again within
+    /// those 10 s. Empty is unset.
     #[arg(id = "database_read_url", long = "database-read-url", env = "DATABASE_READ_URL")]
     pub read_url: Option<String>,
 }
@@ -90,16 +101,20 @@ impl std::fmt::Debug for ReplicaSettings {
 /// Redis.
 #[derive(Clone, Args)]
 pub struct RedisSettings {
+    /// Redis, unless `REDIS_CLUSTER_NODES` is set.
     #[arg(id = "redis_url", long = "redis-url", env = "REDIS_URL", default_value = DEFAULT_REDIS_URL)]
     pub url: String,
 
     /// Comma-separated `host:port` of Redis Cluster nodes; when set, the
-    /// cluster is used instead of `REDIS_URL`.
+    /// cluster is used instead of `REDIS_URL`. Start-up fails (rather than
+    /// hangs) when the nodes are unreachable or the cluster does not serve
+    /// all 16384 slots.
     #[arg(id = "redis_cluster_nodes", long = "redis-cluster-nodes", env = "REDIS_CLUSTER_NODES")]
     pub cluster_nodes: Option<String>,
 
-    /// Prepended to every Redis key and channel. Empty in production (the
-    /// contract's key names); tests set it so they can share one Redis.
+    /// Put in front of every Redis key and channel. Empty in production (the
+    /// contract's key names); each test sets its own, so that the tests
+    /// share one Redis.
     #[arg(id = "redis_key_prefix", long = "redis-key-prefix", env = "REDIS_KEY_PREFIX", default_value = "")]
     pub key_prefix: String,
 }
