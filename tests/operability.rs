@@ -254,3 +254,35 @@ async fn swagger_ui_is_served_from_compiled_in_assets() {
     let init = app.get("/docs/swagger-initializer.js", None).await;
     assert!(init.text().await.unwrap().contains("/openapi.json"));
 }
+
+/// Every family an instance can record has its HELP line, the ones only a
+/// guarded sale or a stalled connection records included (`promtool check
+/// metrics` refuses a family without one, and a scrape that happened to
+/// miss them would not show it).
+#[tokio::test]
+async fn every_family_has_a_help_line_the_guards_and_the_connections_included() {
+    let app = TestApp::spawn_with(|c| c.server.header_timeout_ms = 200).await;
+    let now = chrono::Utc::now();
+    let mut body = common::seckill_body(
+        5,
+        &(now - chrono::Duration::minutes(1)).to_rfc3339(),
+        &(now + chrono::Duration::hours(1)).to_rfc3339(),
+    );
+    body["guard"] = serde_json::json!("path");
+    let created: Value = app.post_json("/voucher/seckill", Some(common::ADMIN_KEY), &body).await.json().await.unwrap();
+    let voucher = created["data"].as_u64().unwrap();
+    let (_, token) = app.seed_users(1).await.remove(0);
+    let asked = app.post(&format!("/voucher-order/seckill/{voucher}/path"), Some(&token)).await;
+    assert_eq!(asked.status(), StatusCode::OK);
+    // A connection that never says anything, closed at its deadline.
+    let mut silent = tokio::net::TcpStream::connect(app.base.trim_start_matches("http://")).await.unwrap();
+    let mut buf = [0u8; 16];
+    let closed = tokio::time::timeout(Duration::from_secs(10), tokio::io::AsyncReadExt::read(&mut silent, &mut buf));
+    assert!(matches!(closed.await, Ok(Ok(0)) | Ok(Err(_))), "the silent connection was closed");
+
+    let last = scrape(&app).await;
+    for family in ["hmdp_sale_path_asks_total", "hmdp_connections_open", "hmdp_connections_timed_out_total"] {
+        assert!(last.contains(&format!("# TYPE {family} ")), "{family} was recorded: {last}");
+    }
+    assert_every_family_is_explained(&last);
+}

@@ -128,6 +128,10 @@ fn describe() {
         "Units of borrows whose borrower died between the two halves, returned to their lender"
     );
     describe_counter!(
+        "hmdp_sale_path_asks_total",
+        "Asks for a guarded voucher's sale path that reached the line, by what they got (admitted, in_line, challenged, line_full, challenge_used)"
+    );
+    describe_counter!(
         "hmdp_order_id_collisions_total",
         "Accepted orders whose id another order's row already holds (an id sequence that went backwards): an alarm"
     );
