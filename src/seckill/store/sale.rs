@@ -107,7 +107,7 @@ pub(in crate::seckill) async fn lock_stock<'e>(
         .await
 }
 
-/// The design card's guarded update, for `units` at once: `false` when the
+/// The course's guarded update, for `units` at once: `false` when the
 /// row has fewer than `units` left, and then nothing changed.
 pub(in crate::seckill) async fn take_stock<'e>(
     db: impl MySqlExecutor<'e>,

@@ -1,4 +1,4 @@
-//! The synchronous order, the design card's path: the per-user lock taken
+//! The synchronous order, the course's path: the per-user lock taken
 //! without waiting, and inside it the order committed in MariaDB (one order
 //! per user, `stock = stock - 1 ... AND stock > 0`, insert), only while the
 //! lock is still held; the lock is released only after that commit. The

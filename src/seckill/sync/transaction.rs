@@ -1,4 +1,4 @@
-//! The design card's transaction for one order, shared by the one-order
+//! The course's transaction for one order, shared by the one-order
 //! path and group commit's retry of a refused group: the held-order check,
 //! the guarded stock update and the insert, committed only while the
 //! user's lock is held, and a commit whose answer was lost looked up
@@ -98,7 +98,7 @@ pub(super) enum Reservation {
     PathUsed,
 }
 
-/// The design card's transaction, up to its commit.
+/// The course's transaction, up to its commit.
 pub(super) async fn reserve(
     db: &MySqlPool,
     user_id: u64,

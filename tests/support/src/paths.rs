@@ -9,7 +9,7 @@ use hmdp::{Config, config::SeckillMode};
 pub enum OrderPath {
     /// Synchronous, each voucher's ready orders committed together.
     Grouped,
-    /// Synchronous, the design card's one transaction per order
+    /// Synchronous, the course's one transaction per order
     /// (`ORDER_BATCH_MAX=1`).
     OneTransaction,
     /// Redis decides, the consumers persist in batches; recovery bounds

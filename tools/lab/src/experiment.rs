@@ -9,7 +9,7 @@ use super::drive;
 
 #[derive(Clone, Debug, Args)]
 pub struct LabOptions {
-    /// Distinct buyers (the red-packet study's 30,000).
+    /// Distinct buyers (the red-packet study's 30,000: docs/lab.md).
     #[arg(long, default_value_t = 30_000)]
     pub users: u64,
     /// Stock of each strategy's voucher (the study's 20,000 packets).

@@ -89,7 +89,7 @@ pub(super) async fn answer(
     None
 }
 
-/// The design card's transaction for one member of a refused group.
+/// The course's transaction for one member of a refused group.
 async fn one_by_one(db: &MySqlPool, gate: &Gate, voucher_id: u64, member: &Member) -> SeckillResult<()> {
     let reservation = reserve(db, member.user_id, voucher_id, member.order_id, member.spend).await;
     commit_reservation(db, gate, member.order_id, &member.lost, reservation).await
