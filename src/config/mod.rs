@@ -27,7 +27,7 @@ pub use seckill::{
 };
 pub use server::{MIN_ADMIN_KEY_LEN, ServerSettings, TrustedProxies};
 pub use store::{DatabaseSettings, DatabaseUrl, RedisSettings, ReplicaSettings};
-pub use table::{DEFAULT_LOG_FILTER, settings_table};
+pub use table::DEFAULT_LOG_FILTER;
 
 /// Everything `hmdp serve` runs on.
 #[derive(Clone, Debug, Args)]
@@ -50,6 +50,19 @@ pub struct Config {
     pub orders: OrderSettings,
     #[command(flatten)]
     pub sale_path: SalePathSettings,
+}
+
+/// Everything `hmdp serve` reads, as clap sees it.
+#[derive(clap::Parser)]
+struct Serve {
+    #[command(flatten)]
+    config: Config,
+}
+
+/// Every setting `hmdp serve` reads, as the Markdown table of docs/api.md
+/// (`table.rs`): its variable, its default and its doc comment.
+pub fn settings_table() -> String {
+    table::render(&<Serve as clap::CommandFactory>::command())
 }
 
 impl Config {
@@ -177,5 +190,55 @@ mod tests {
         assert_eq!(parse(""), None);
         assert_eq!(parse("  "), None);
         assert_eq!(parse("mysql://r@127.0.0.1:3307/hmdp").as_deref(), Some("mysql://r@127.0.0.1:3307/hmdp"));
+    }
+}
+
+/// The settings table against docs/api.md.
+#[cfg(test)]
+mod table_tests {
+    use clap::CommandFactory;
+
+    use super::{Serve, settings_table, table::meaning};
+
+    const PAGE: &str = "docs/api.md";
+    const OPENS: &str =
+        "<!-- settings: generated from src/config by `hmdp settings`; edit the doc comments there -->\n";
+    const CLOSES: &str = "<!-- end of settings -->";
+
+    /// A setting's meaning is its doc comment: one without is a blank cell.
+    #[test]
+    fn every_setting_says_what_it_means() {
+        for arg in Serve::command().get_arguments() {
+            if let Some(variable) = arg.get_env() {
+                assert!(meaning(arg).len() > 10, "{variable:?} has no doc comment to show");
+            }
+        }
+        let table = settings_table();
+        assert!(table.contains("| `RUST_LOG` | `info` |"), "{table}");
+        assert!(table.contains("| `JWT_SECRET` | (required) |"), "{table}");
+        assert!(table.contains("| `MAX_CONNECTIONS` | `16000` |"), "{table}");
+        assert!(table.lines().count() > 50, "{table}");
+    }
+
+    /// docs/api.md shows the settings as the code defines them. Run with
+    /// `UPDATE_DOCS=1` to write the table into the page.
+    #[test]
+    fn the_settings_table_of_the_docs_is_the_one_the_code_renders() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(PAGE);
+        let page = std::fs::read_to_string(&path).unwrap();
+        let start = page.find(OPENS).expect("the settings block's opening marker") + OPENS.len();
+        let end = start + page[start..].find(CLOSES).expect("the settings block's closing marker");
+        let rendered = settings_table();
+        if page[start..end] == rendered {
+            return;
+        }
+        if std::env::var_os("UPDATE_DOCS").is_some() {
+            std::fs::write(&path, format!("{}{rendered}{}", &page[..start], &page[end..])).unwrap();
+            return;
+        }
+        panic!(
+            "{PAGE}'s settings differ from the code's; run `UPDATE_DOCS=1 cargo test --lib settings_table` \
+             (or put `hmdp settings` there). The code renders:\n{rendered}"
+        );
     }
 }

@@ -53,6 +53,10 @@ pub(crate) enum ApiError {
 
 pub(crate) type ApiResult<T> = Result<T, ApiError>;
 
+/// Bodies of this API are small JSON documents; anything larger is a mistake
+/// or an attack, answered 413 (`with_plumbing` applies the limit).
+pub(crate) const BODY_LIMIT: usize = 64 * 1024;
+
 /// A shed request comes back after this long: by then a crowd the instance
 /// could not hold has mostly been answered (a sale of 20,000 units sells out
 /// in about three seconds on two instances).
@@ -175,7 +179,7 @@ impl From<BytesRejection> for ApiError {
     fn from(rejection: BytesRejection) -> Self {
         match &rejection {
             BytesRejection::FailedToBufferBody(FailedToBufferBody::LengthLimitError(_)) => {
-                Self::PayloadTooLarge(super::BODY_LIMIT)
+                Self::PayloadTooLarge(BODY_LIMIT)
             }
             BytesRejection::FailedToBufferBody(FailedToBufferBody::UnknownBodyError(err)) if stalled(err) => {
                 Self::RequestTimeout

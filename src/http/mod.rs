@@ -30,14 +30,11 @@ use axum::{
 use tower::ServiceBuilder;
 
 pub(crate) use envelope::Reply;
+use error::BODY_LIMIT;
 pub(crate) use error::{ApiError, ApiResult};
 
 pub(crate) const X_INSTANCE: HeaderName = HeaderName::from_static("x-instance");
 pub(crate) const X_REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
-
-/// Bodies of this API are small JSON documents; anything larger is a mistake
-/// or an attack.
-pub(crate) const BODY_LIMIT: usize = 64 * 1024;
 
 /// An instance's caps on the requests it holds (`MAX_IN_FLIGHT`) and on
 /// those it works on at once (`MAX_WORKING`).

@@ -17,10 +17,16 @@ use tokio::{
     sync::Semaphore,
 };
 
-use super::{
-    Peer,
-    watch::{Watch, Watched},
-};
+use super::watch::{Watch, Watched};
+
+/// Whose connection a request came on; in every request's extensions.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Peer {
+    /// A TCP client (or a proxy of `TRUSTED_PROXIES`).
+    Tcp(std::net::SocketAddr),
+    /// nginx, through its socket.
+    Proxy,
+}
 
 /// Asked of `listen(2)`, which lowers it to the kernel's `somaxconn`.
 /// tokio's own bind asks for 1,024: a crowd opening nginx's upstream

@@ -41,20 +41,12 @@ use tokio_util::sync::CancellationToken;
 use tower::Service;
 use tower_http::timeout::TimeoutBody;
 
+pub(crate) use self::listener::Peer;
 use self::{
     listener::{Accept, Door, SocketFile, Terms},
     watch::Watch,
 };
 use crate::config::ServerSettings;
-
-/// Whose connection a request came on; in every request's extensions.
-#[derive(Clone, Copy, Debug)]
-pub(crate) enum Peer {
-    /// A TCP client (or a proxy of `TRUSTED_PROXIES`).
-    Tcp(SocketAddr),
-    /// nginx, through its socket.
-    Proxy,
-}
 
 /// Bound listeners, not yet serving.
 pub(crate) struct Server {
