@@ -103,7 +103,7 @@ fn with_default_subcommand(mut args: Vec<String>) -> Vec<String> {
 async fn reconcile(db: &DatabaseUrl, redis: &RedisSettings, voucher: Option<u64>) -> anyhow::Result<()> {
     use redis::AsyncCommands;
     // No secrets: it reads the tables (made when missing) and the keys.
-    let pool = startup::connect_database(db.url(), 2).await?;
+    let pool = startup::connect_database(db.as_str(), 2).await?;
     startup::migrate(&pool).await?;
     let mut conn = startup::connect_redis(redis).await?;
     let keys = Keys::new(&redis.key_prefix);
@@ -134,7 +134,7 @@ async fn seed_users(
     use std::io::Write;
     auth.validate()?;
     let started = std::time::Instant::now();
-    let pool = startup::connect_database(&db.url, db.max_connections).await?;
+    let pool = startup::connect_database(db.url.as_str(), db.max_connections).await?;
     startup::migrate(&pool).await?;
     let conn = startup::connect_redis(redis).await?;
     let sessions = SessionStore::new(conn, Keys::new(&redis.key_prefix));

@@ -45,7 +45,7 @@ async fn the_jmeter_plan_places_an_order_with_seed_users_output() {
     let seeded = std::process::Command::new(env!("CARGO_BIN_EXE_hmdp"))
         .args(["seed-users", "--count", "3", "--first-phone", "16600000000", "--out"])
         .arg(&csv_path)
-        .env("DATABASE_URL", &config.db.url)
+        .env("DATABASE_URL", config.db.url.as_str())
         .env("REDIS_URL", &config.redis.url)
         .env("REDIS_KEY_PREFIX", &config.redis.key_prefix)
         .env("JWT_SECRET", &config.auth.jwt_secret)

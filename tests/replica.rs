@@ -22,7 +22,7 @@ fn replica_server_url() -> String {
 /// of the test's own database.
 async fn app_reading_from_the_replica() -> TestApp {
     TestApp::spawn_with(|c| {
-        let database = c.db.url.rsplit('/').next().unwrap().to_owned();
+        let database = c.db.url.as_str().rsplit('/').next().unwrap().to_owned();
         c.replica.read_url = Some(format!("{}/{database}", replica_server_url()));
     })
     .await
@@ -91,7 +91,7 @@ async fn a_buyer_finds_the_order_they_were_told_about_while_the_replica_has_stop
 async fn a_read_url_that_is_not_a_read_only_replica_is_refused_at_start_up() {
     // The primary itself under the replica's name: it is not read-only.
     let (mut config, database, prefix) = test_config();
-    config.replica.read_url = Some(config.db.url.clone());
+    config.replica.read_url = Some(config.db.url.as_str().to_owned());
     let built = Application::build(config).await;
     common::cleanup(database, prefix).await;
     let err = built.err().expect("start-up refuses a read URL that is not read-only");

@@ -6,6 +6,7 @@ use hmdp_test_support as common;
 use hmdp_test_support::on_both_sync_paths;
 
 use common::{OrderPath, TestApp, expect_error, expect_ok, tally};
+use hmdp::config::DatabaseUrl;
 use redis::AsyncCommands;
 use reqwest::StatusCode;
 
@@ -286,7 +287,7 @@ async fn a_group_with_a_duplicate_a_lost_lock_and_a_refused_row_commits_only_the
 async fn a_lost_commit_answer_is_looked_up(batch: usize) {
     let proxy = common::proxy::Proxy::to_database().await;
     let app = TestApp::spawn_with(|c| {
-        c.db.url = c.db.url.replace(&common::database_server_url(), &proxy.url());
+        c.db.url = DatabaseUrl::new(c.db.url.as_str().replace(&common::database_server_url(), &proxy.url()));
         c.seckill.sync.order_batch_max = batch;
     })
     .await;
@@ -381,7 +382,7 @@ async fn beyond_the_queue_bound_orders_are_refused_at_once() {
 async fn an_order_of_a_group_whose_commit_hangs_is_answered_within_its_deadline_and_grace() {
     let proxy = common::proxy::Proxy::to_database().await;
     let app = TestApp::spawn_with(|c| {
-        c.db.url = c.db.url.replace(&common::database_server_url(), &proxy.url());
+        c.db.url = DatabaseUrl::new(c.db.url.as_str().replace(&common::database_server_url(), &proxy.url()));
         c.seckill.sync.order_batch_max = 64;
         c.seckill.request_deadline_ms = 1_000;
     })

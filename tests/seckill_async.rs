@@ -132,7 +132,7 @@ async fn entries_of_an_instance_killed_mid_batch_are_taken_over_by_the_other_and
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let mut doomed = std::process::Command::new(env!("CARGO_BIN_EXE_hmdp"))
         .arg("serve")
-        .env("DATABASE_URL", &config.db.url)
+        .env("DATABASE_URL", config.db.url.as_str())
         .env("REDIS_URL", &config.redis.url)
         .env("REDIS_KEY_PREFIX", &config.redis.key_prefix)
         .env("JWT_SECRET", &config.auth.jwt_secret)

@@ -9,8 +9,9 @@ const DEFAULT_DATABASE_URL: &str = "mysql://root@127.0.0.1:3306/hmdp";
 const DEFAULT_DB_MAX_CONNECTIONS: u32 = 32;
 const DEFAULT_REDIS_URL: &str = "redis://127.0.0.1:6379";
 
-/// Only where MariaDB is: the tools that open a small pool of their own
-/// (`reconcile`, the load tool's audit).
+/// Where MariaDB is, and all a tool that opens a small pool of its own
+/// needs (`reconcile`, the load tool's audit); the pool of a long-running
+/// process adds its size (`DatabaseSettings`). Shown without its password.
 #[derive(Clone, Args)]
 pub struct DatabaseUrl {
     /// MariaDB. The database named in the path is created at start-up when
@@ -20,8 +21,18 @@ pub struct DatabaseUrl {
 }
 
 impl DatabaseUrl {
-    pub fn url(&self) -> &str {
+    pub fn new(url: impl Into<String>) -> Self {
+        Self { url: url.into() }
+    }
+
+    pub fn as_str(&self) -> &str {
         &self.url
+    }
+}
+
+impl Default for DatabaseUrl {
+    fn default() -> Self {
+        Self::new(DEFAULT_DATABASE_URL)
     }
 }
 
@@ -33,12 +44,10 @@ impl std::fmt::Debug for DatabaseUrl {
 
 /// MariaDB, and the pool a long-running process keeps (`hmdp serve`,
 /// `seed-users`, the lab).
-#[derive(Clone, Args)]
+#[derive(Clone, Debug, Args)]
 pub struct DatabaseSettings {
-    /// MariaDB. The database named in the path is created at start-up when
-    /// missing, and the embedded migrations run there.
-    #[arg(id = "database_url", long = "database-url", env = "DATABASE_URL", default_value = DEFAULT_DATABASE_URL)]
-    pub url: String,
+    #[command(flatten)]
+    pub url: DatabaseUrl,
 
     /// Connections of the instance's MariaDB pool (and of the replica's,
     /// with `DATABASE_READ_URL`), 1 to 10,000.
@@ -54,16 +63,7 @@ pub struct DatabaseSettings {
 
 impl Default for DatabaseSettings {
     fn default() -> Self {
-        Self { url: DEFAULT_DATABASE_URL.into(), max_connections: DEFAULT_DB_MAX_CONNECTIONS }
-    }
-}
-
-impl std::fmt::Debug for DatabaseSettings {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("DatabaseSettings")
-            .field("url", &without_password(&self.url))
-            .field("max_connections", &self.max_connections)
-            .finish()
+        Self { url: DatabaseUrl::default(), max_connections: DEFAULT_DB_MAX_CONNECTIONS }
     }
 }
 

@@ -5,8 +5,8 @@
 use hmdp::{
     Config,
     config::{
-        AuthSettings, DatabaseSettings, LimitSettings, OrderSettings, RedisSettings, ReplicaSettings, SalePathSettings,
-        SeckillSettings, ServerSettings,
+        AuthSettings, DatabaseSettings, DatabaseUrl, LimitSettings, OrderSettings, RedisSettings, ReplicaSettings,
+        SalePathSettings, SeckillSettings, ServerSettings,
     },
 };
 use redis::AsyncCommands;
@@ -38,7 +38,10 @@ pub fn test_config() -> (Config, String, String) {
     let database = format!("hmdp_test_{tag}");
     let prefix = format!("test:{tag}:");
     let config = Config {
-        db: DatabaseSettings { url: format!("{}/{database}", database_server_url()), ..Default::default() },
+        db: DatabaseSettings {
+            url: DatabaseUrl::new(format!("{}/{database}", database_server_url())),
+            ..Default::default()
+        },
         replica: ReplicaSettings::default(),
         redis: redis_settings(&prefix),
         server: ServerSettings {

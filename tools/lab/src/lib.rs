@@ -34,13 +34,13 @@ use hmdp::{Config, startup};
 /// [`LabReport::unexpected`].
 pub async fn run(config: &Config, options: &LabOptions) -> anyhow::Result<LabReport> {
     // Creates the database when missing, and brings its schema up to date.
-    startup::migrate(&startup::connect_database(&config.db.url, 2).await?).await?;
+    startup::migrate(&startup::connect_database(config.db.url.as_str(), 2).await?).await?;
     // The textbook strategies queue for connections far longer than the
     // service's 5 s would allow: the lab measures the strategy, not the pool.
     let db = sqlx::mysql::MySqlPoolOptions::new()
         .max_connections(config.db.max_connections)
         .acquire_timeout(Duration::from_secs(600))
-        .connect(&config.db.url)
+        .connect(config.db.url.as_str())
         .await
         .context("connecting to MariaDB")?;
     textbook::prepare(&db).await.context("creating the lab tables")?;
@@ -50,7 +50,7 @@ pub async fn run(config: &Config, options: &LabOptions) -> anyhow::Result<LabRep
     // Voucher ids start again in every database (the stack's, bench-lab's
     // scratch one, each test's), and a strategy's Redis state outlives its
     // run: keys named after the database keep one from reading another's.
-    let database: sqlx::mysql::MySqlConnectOptions = config.db.url.parse().context("parsing DATABASE_URL")?;
+    let database: sqlx::mysql::MySqlConnectOptions = config.db.url.as_str().parse().context("parsing DATABASE_URL")?;
     let lab_prefix = format!("{}lab:{}:", config.redis.key_prefix, database.get_database().unwrap_or_default());
 
     let mut strategies = Vec::new();

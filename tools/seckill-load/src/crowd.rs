@@ -148,7 +148,7 @@ pub async fn run(args: CrowdArgs) -> anyhow::Result<()> {
     anyhow::ensure!(args.connections > 0 && args.per_process > 0, "connections and per-process must be positive");
     anyhow::ensure!(args.users > 0, "--users must be positive");
     let (addr, host) = target(&args.base_url).await?;
-    let db = hmdp::startup::connect_database(args.db.url(), 4).await?;
+    let db = hmdp::startup::connect_database(args.db.as_str(), 4).await?;
     let started = Instant::now();
     let sessions =
         hmdp::auth::SessionStore::new(hmdp::startup::connect_redis(&args.redis).await?, hmdp::keys::Keys::new(""));

@@ -170,7 +170,7 @@ async fn sale(args: Args) -> anyhow::Result<()> {
     // A thousand connections need more than the usual 1024 descriptors.
     let _ = rlimit::increase_nofile_limit(65_536);
 
-    let db = connect_database(args.db.url(), 4).await?;
+    let db = connect_database(args.db.as_str(), 4).await?;
     let tokens = load_tokens(&args, &db).await?;
     anyhow::ensure!(!tokens.is_empty(), "no users: give --users N or --tokens FILE");
     // The last `--bots` users are bots, not buyers: the audit counts the
@@ -281,7 +281,7 @@ async fn settle(
     // A fresh pool for what follows: a fault run may have killed the idle
     // connections of the first one while the sale ran.
     db.close().await;
-    let db = connect_database(args.db.url(), 4).await?;
+    let db = connect_database(args.db.as_str(), 4).await?;
     let expected = before.orders + (successes + unreplicated) as i64;
     let rows_landed = wait_for_rows(&db, plan.voucher, expected, drain_timeout).await?;
     let mut redis = connect_redis(&args.redis).await?;
