@@ -84,6 +84,30 @@ pub(in crate::seckill) async fn existing_orders<'e>(
     db: impl MySqlExecutor<'e>,
     order_ids: &[i64],
 ) -> sqlx::Result<HashMap<i64, OrderOwner>> {
+    owners(db, order_ids, "").await
+}
+
+/// Which of these order ids have their row once no transaction is still
+/// writing them, for a `COMMIT` whose answer was lost. The connection that
+/// sent it may be gone while MariaDB is still committing (a killed
+/// connection's commit runs to its end, through the binary log's group
+/// commit): a plain read then misses rows that land a moment later, and
+/// their buyers would be told their orders failed. A locking read waits for
+/// the locks of an insert not yet committed or rolled back, and then reads
+/// what became of it. Taken outside a transaction, its locks last the
+/// statement.
+pub(in crate::seckill) async fn settled_orders<'e>(
+    db: impl MySqlExecutor<'e>,
+    order_ids: &[i64],
+) -> sqlx::Result<HashMap<i64, OrderOwner>> {
+    owners(db, order_ids, " LOCK IN SHARE MODE").await
+}
+
+async fn owners<'e>(
+    db: impl MySqlExecutor<'e>,
+    order_ids: &[i64],
+    locking: &'static str,
+) -> sqlx::Result<HashMap<i64, OrderOwner>> {
     if order_ids.is_empty() {
         return Ok(HashMap::new());
     }
@@ -92,6 +116,7 @@ pub(in crate::seckill) async fn existing_orders<'e>(
     query.push_tuples(order_ids, |mut row, id| {
         row.push_bind(*id);
     });
+    query.push(locking);
     let rows: Vec<(i64, u64, u64)> = query.build_query_as().fetch_all(db).await?;
     Ok(rows.into_iter().map(|(id, user_id, voucher_id)| (id, OrderOwner { user_id, voucher_id })).collect())
 }

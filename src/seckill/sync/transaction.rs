@@ -75,7 +75,7 @@ const CONFIRM_PAUSE: Duration = Duration::from_millis(200);
 /// MariaDB cannot be asked.
 async fn confirm_committed(db: &MySqlPool, order_ids: &[i64]) -> Option<std::collections::HashSet<i64>> {
     for attempt in 1..=CONFIRM_TRIES {
-        match store::existing_orders(db, order_ids).await {
+        match store::settled_orders(db, order_ids).await {
             Ok(found) => return Some(found.into_keys().collect()),
             Err(err) => tracing::warn!(attempt, error = %err, "looking up orders after a lost commit answer failed"),
         }
@@ -146,5 +146,54 @@ pub(super) async fn reserve(
             Ok(Reservation::AlreadyOrdered(store::held_order(db, user_id, voucher_id).await.ok().flatten()))
         }
         Err(err) => Err(err),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, Instant};
+
+    use sqlx::{Connection, MySqlPool};
+
+    use super::settle_lost_commit;
+
+    /// What the client of a killed connection sees of its `COMMIT`.
+    fn lost_answer() -> sqlx::Error {
+        sqlx::Error::Io(std::io::ErrorKind::UnexpectedEof.into())
+    }
+
+    /// The race the chaos run found: the connection that sent `COMMIT` was
+    /// killed, MariaDB was still committing, and a plain lookup 10 ms later
+    /// did not see the rows that landed a moment after, so six buyers were
+    /// told 503 about orders they had. Here another connection's open
+    /// transaction plays the commit still under way, and decides only after
+    /// the lookup has begun.
+    #[sqlx::test(migrations = "./migrations")]
+    async fn a_lost_commit_still_under_way_is_waited_for_and_its_outcome_told(pool: MySqlPool) {
+        let decide_after = Duration::from_millis(500);
+        for (order_id, commits) in [(4_242_001_i64, true), (4_242_002, false)] {
+            let mut writer = pool.acquire().await.unwrap();
+            let mut tx = writer.begin().await.unwrap();
+            sqlx::query("INSERT INTO tb_voucher_order (id, user_id, voucher_id) VALUES (?, ?, 7)")
+                .bind(order_id)
+                .bind(order_id)
+                .execute(&mut *tx)
+                .await
+                .unwrap();
+            let ids = [order_id];
+            let asked = Instant::now();
+            let decide = async {
+                tokio::time::sleep(decide_after).await;
+                if commits { tx.commit().await.unwrap() } else { tx.rollback().await.unwrap() }
+            };
+            let (settled, ()) = tokio::join!(settle_lost_commit(&pool, &ids, lost_answer()), decide);
+            assert!(asked.elapsed() >= decide_after, "answered before the transaction decided");
+            if commits {
+                assert!(settled.is_ok(), "a committed order was told {settled:?}");
+            } else {
+                let err = settled.expect_err("a rolled-back order is not placed");
+                assert!(!format!("{err:?}").contains("outcome is unknown"), "a rollback told as unknown: {err:?}");
+            }
+        }
     }
 }
