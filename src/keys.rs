@@ -68,7 +68,7 @@ impl Keys {
 
     /// A rate limit's window counter: `what` is the limit, `subject` whom
     /// it counts (a phone, a client address, a user id).
-    pub(crate) fn rate(&self, what: &str, subject: &str) -> String {
+    pub fn rate(&self, what: &str, subject: &str) -> String {
         format!("{}rate:{what}:{subject}", self.prefix)
     }
 

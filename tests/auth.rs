@@ -424,3 +424,38 @@ async fn many_addresses_together_still_meet_the_phones_ceiling() {
     let refused = statuses.iter().filter(|s| **s == StatusCode::TOO_MANY_REQUESTS).count();
     assert_eq!((statuses.len() - refused, refused), (6, 2), "{statuses:?}");
 }
+
+/// The probe's finding: straight at an instance, each loopback alias
+/// (127.0.0.2, 127.0.1.9, ...) was a client of its own with a fresh budget.
+/// They are one host, and counted as one.
+#[tokio::test]
+async fn every_loopback_alias_straight_at_an_instance_shares_one_budget() {
+    let app = TestApp::spawn_with(|c| c.limits.sms_codes_per_addr_hour = 3).await;
+    let from = |alias: &str| reqwest::Client::builder().local_address(alias.parse().ok()).build().unwrap();
+    let mut statuses = Vec::new();
+    for (i, alias) in ["127.0.0.2", "127.0.0.3", "127.0.1.9", "127.0.0.4", "127.9.9.9"].into_iter().enumerate() {
+        let sent = from(alias).post(app.url(&format!("/user/code?phone={}", phone(80 + i as u32)))).send();
+        statuses.push(sent.await.unwrap().status());
+    }
+    assert_eq!(statuses[..3], [StatusCode::OK; 3], "{statuses:?}");
+    assert_eq!(statuses[3..], [StatusCode::TOO_MANY_REQUESTS; 2], "{statuses:?}");
+}
+
+/// The probe's finding: a limit that checked and then counted let a burst
+/// through before its counts landed (49 wrong logins at once: 26 counted
+/// against a limit of 20). Each try now takes its place first, in one step:
+/// exactly the limit's worth are compared and the rest refused.
+#[tokio::test]
+async fn a_burst_of_wrong_codes_never_counts_past_the_limit() {
+    let app = TestApp::spawn_with(|c| c.limits.login_failures_per_phone_day = 20).await;
+    let target = phone(90);
+    expect_ok(app.send_code(&target).await).await;
+    let tries = (0..49).map(|_| app.post_login(&target, "000000"));
+    let statuses: Vec<StatusCode> = futures::future::join_all(tries).await.into_iter().map(|r| r.status()).collect();
+    let wrong = statuses.iter().filter(|s| **s == StatusCode::UNAUTHORIZED).count();
+    let refused = statuses.iter().filter(|s| **s == StatusCode::TOO_MANY_REQUESTS).count();
+    assert_eq!((wrong, refused), (20, 29), "{statuses:?}");
+    let counted: Option<u64> =
+        app.redis.clone().get(app.keys.rate("login:fail-addr", &format!("{target}:loopback"))).await.unwrap();
+    assert_eq!(counted, Some(20));
+}

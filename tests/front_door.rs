@@ -284,3 +284,133 @@ async fn the_instance_names_no_server_software() {
     let body: Value = resp.json().await.unwrap();
     assert_eq!(body["success"], true);
 }
+
+/// Opens a connection that sends a login's head (a body of 1,000 bytes
+/// announced) and then one body byte every `every`, for ever; its reader.
+async fn trickle(addr: &str, every: Duration) -> tokio::net::tcp::OwnedReadHalf {
+    let stream = TcpStream::connect(addr).await.unwrap();
+    let (read, mut write) = stream.into_split();
+    let head =
+        "POST /user/login HTTP/1.1\r\nhost: test\r\ncontent-type: application/json\r\ncontent-length: 1000\r\n\r\n";
+    write.write_all(head.as_bytes()).await.unwrap();
+    tokio::spawn(async move {
+        while write.write_all(b" ").await.is_ok() {
+            tokio::time::sleep(every).await;
+        }
+    });
+    read
+}
+
+/// The probe's finding: 1,100 connections each trickling a login body a
+/// byte every 4 s held every place for work, and the whole sale stopped.
+/// Here 20 trickles against 4 places in flight: a request that has all it
+/// needs is still served (it would be refused 503 `OVERLOADED` if the
+/// trickles held places), and each trickle is answered 408 and closed at
+/// its whole deadline, though it never paused as long as the gap deadline.
+#[tokio::test]
+async fn a_trickled_body_holds_no_place_in_flight_and_is_cut_off_at_its_whole_deadline() {
+    let app = TestApp::spawn_with(|c| {
+        c.server.body_timeout_ms = 1_000;
+        c.server.body_deadline_ms = 2_000;
+        c.server.max_in_flight = 4;
+        c.server.max_working = 2;
+    })
+    .await;
+    let addr = app.base.trim_start_matches("http://").to_owned();
+    let (_, token) = app.seed_users(1).await.remove(0);
+    let opened = Instant::now();
+    let mut trickles = Vec::new();
+    for _ in 0..20 {
+        trickles.push(trickle(&addr, Duration::from_millis(300)).await);
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    while opened.elapsed() < Duration::from_millis(1_500) {
+        expect_ok(app.get("/user/me", Some(&token)).await).await;
+        let login = app.post_json("/user/login", None, &json!({ "phone": "13800000000", "code": "000000" })).await;
+        expect_error(login, StatusCode::UNAUTHORIZED, "UNAUTHORIZED").await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    for mut read in trickles {
+        let mut answer = Vec::new();
+        tokio::time::timeout(Duration::from_secs(5), read.read_to_end(&mut answer)).await.unwrap().unwrap();
+        let answer = String::from_utf8_lossy(&answer);
+        assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+        assert!(answer.contains(r#""errorCode":"REQUEST_TIMEOUT""#), "{answer}");
+    }
+    let closed = opened.elapsed();
+    assert!((Duration::from_millis(1_900)..Duration::from_millis(4_000)).contains(&closed), "closed after {closed:?}");
+}
+
+/// The probe's finding: 400 answers repeated serde's and axum's own words.
+/// Each malformed request here is answered in the API's words: the field
+/// as the API names it, what it takes, and nothing of the library.
+#[tokio::test]
+async fn a_malformed_request_is_told_what_is_wrong_in_the_apis_words() {
+    let app = TestApp::spawn().await;
+    let (_, token) = app.seed_users(1).await.remove(0);
+    let voucher = app.open_seckill(1).await;
+    let message = |resp: reqwest::Response| async move {
+        let body = expect_error(resp, StatusCode::BAD_REQUEST, "VALIDATION").await;
+        body["errorMsg"].as_str().unwrap().to_owned()
+    };
+    let post = |path: String, body: &'static str| {
+        app.client
+            .post(app.url(&path))
+            .header("authorization", &token)
+            .header("content-type", "application/json")
+            .body(body)
+            .send()
+    };
+    let said = [
+        (
+            message(post("/user/login".into(), r#"{"phone": "13800000000", "code": "1", "x": 1}"#).await.unwrap())
+                .await,
+            "`x` is not a field of this request",
+        ),
+        (
+            message(post("/user/login".into(), r#"{"phone": 13800000000, "code": "123456"}"#).await.unwrap()).await,
+            "`phone` must be a string",
+        ),
+        (message(post("/user/login".into(), r#"{"phone": "13800000000"}"#).await.unwrap()).await, "`code` is required"),
+        (
+            message(post("/user/login".into(), r#"{"phone": "13800000000", "#).await.unwrap()).await,
+            "the body is not valid JSON: it ends too early",
+        ),
+        (
+            message(
+                post(format!("/voucher-order/seckill/{voucher}/path"), r#"{"challenge": "t", "nonce": true}"#)
+                    .await
+                    .unwrap(),
+            )
+            .await,
+            r#"the body must be {"challenge", "nonce"}: `nonce` must be decimal digits, as a string or a whole number"#,
+        ),
+        (
+            message(post("/voucher-order/12/pay".into(), r#"{"payType": -1}"#).await.unwrap()).await,
+            "`payType` is out of range",
+        ),
+        (
+            message(post("/voucher-order/12/pay".into(), r#"{"payType": "1"}"#).await.unwrap()).await,
+            "`payType` must be a whole number",
+        ),
+        (
+            message(app.get("/voucher-order/-1", Some(&token)).await).await,
+            "the id in the path must be a whole number from 0 to 9223372036854775807",
+        ),
+        (
+            message(app.get("/voucher-order/mine?page=x", Some(&token)).await).await,
+            "a query parameter has a value it does not take: see the route in /openapi.json",
+        ),
+        (
+            message(app.get("/voucher-order/mine?pages=2", Some(&token)).await).await,
+            "`pages` is not a query parameter of this route",
+        ),
+    ];
+    for (said, meant) in &said {
+        assert_eq!(said, meant);
+    }
+    let times = json!({ "shopId": 1, "title": "t", "payValue": 1, "actualValue": 2, "stock": 1,
+        "beginTime": "yesterday", "endTime": "2030-01-01T00:00:00+08:00" });
+    let said = message(app.post_json("/voucher/seckill", Some(ADMIN_KEY), &times).await).await;
+    assert_eq!(said, "`beginTime` must be an RFC 3339 time with an offset, e.g. 2026-11-22T10:00:00+08:00");
+}

@@ -5,6 +5,7 @@ use hmdp_test_support::on_every_path;
 
 use common::OrderPath;
 use common::{ADMIN_KEY, TestApp, expect_error, expect_ok, seckill_body};
+use redis::AsyncCommands;
 use reqwest::StatusCode;
 use serde_json::json;
 
@@ -401,4 +402,41 @@ async fn ids_beyond_int64_are_a_400_and_integers_may_be_written_as_floats() {
     assert_eq!(set["data"]["stock"], 5);
     expect_error(app.set_stock(voucher, json!(5.5)).await, StatusCode::BAD_REQUEST, "VALIDATION").await;
     assert_eq!(app.stock_of(voucher).await, 5);
+}
+
+/// The probe's finding: 60 wrong admin keys at once, 11 counted against a
+/// limit of 10. Each wrong key takes its place in one step: exactly ten
+/// are answered 403, the rest 429, and the count stops at the limit.
+#[tokio::test]
+async fn a_burst_of_wrong_admin_keys_never_counts_past_the_limit() {
+    let app = TestApp::spawn().await;
+    let body = seckill_body(10, BEGIN, END);
+    let guesses: Vec<String> = (0..60).map(|i| format!("a-wrong-admin-key-guess-number-{i}")).collect();
+    let sent = guesses.iter().map(|key| app.post_json("/voucher/seckill", Some(key), &body));
+    let statuses: Vec<StatusCode> = futures::future::join_all(sent).await.into_iter().map(|r| r.status()).collect();
+    let forbidden = statuses.iter().filter(|s| **s == StatusCode::FORBIDDEN).count();
+    let refused = statuses.iter().filter(|s| **s == StatusCode::TOO_MANY_REQUESTS).count();
+    assert_eq!((forbidden, refused), (10, 50), "{statuses:?}");
+    let counted: Option<u64> =
+        app.redis.clone().get(app.keys.rate("admin-key-failures:addr", "loopback")).await.unwrap();
+    assert_eq!(counted, Some(10));
+    expect_error(
+        app.post_json("/voucher/seckill", Some(ADMIN_KEY), &body).await,
+        StatusCode::TOO_MANY_REQUESTS,
+        "TOO_MANY_REQUESTS",
+    )
+    .await;
+}
+
+/// The right key sent many times at once is never refused for its own
+/// sake: only wrong keys count.
+#[tokio::test]
+async fn the_right_admin_key_many_times_at_once_is_never_refused() {
+    let app = &TestApp::spawn().await;
+    let sent = (0..30).map(|i| {
+        let body = json!({ "shopId": 1, "title": format!("v{i}"), "payValue": 1, "actualValue": 2 });
+        async move { app.post_json("/voucher", Some(ADMIN_KEY), &body).await.status() }
+    });
+    let statuses = futures::future::join_all(sent).await;
+    assert!(statuses.iter().all(|s| *s == StatusCode::OK), "{statuses:?}");
 }

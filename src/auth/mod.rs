@@ -22,7 +22,7 @@ pub(crate) use code::CodeStore;
 pub(crate) use layers::{CurrentUser, RequireLoginLayer, refresh_session};
 pub use seed::{SeededUser, seed_users};
 pub use session::{SessionStore, UserProfile};
-use state::DAY;
+
 pub(crate) use state::{Auth, LoginLimits};
 pub use token::{Claims, TokenKeys};
 
@@ -30,7 +30,7 @@ use phone::validate_phone;
 
 use crate::{
     config::TrustedProxies,
-    http::ratelimit::RateLimiter,
+    http::ratelimit::{RateLimiter, Window},
     http::{
         ApiError, ApiResult, Reply,
         envelope::{Done, Failure, Success},
@@ -92,12 +92,15 @@ pub(crate) async fn send_code(
         .await?;
     let phone = validate_phone(&phone)?;
     let phone_from_addr = format!("{phone}:{addr}");
-    let refusal = "too many codes sent to this phone today";
-    limiter.check("code:phone-addr", &phone_from_addr, limits.codes_per_phone, refusal).await?;
-    limiter.check("code:phone", phone, limits.codes_per_phone_ceiling, refusal).await?;
-    auth.codes.issue(phone).await?;
-    limiter.count("code:phone-addr", &phone_from_addr, DAY).await?;
-    limiter.count("code:phone", phone, DAY).await?;
+    let sent = [
+        Window { what: "code:phone-addr", subject: &phone_from_addr, limit: limits.codes_per_phone },
+        Window { what: "code:phone", subject: phone, limit: limits.codes_per_phone_ceiling },
+    ];
+    limiter.take(&sent, "too many codes sent to this phone today").await?;
+    if let Err(err) = auth.codes.issue(phone).await {
+        limiter.give_back(&sent).await;
+        return Err(err.into());
+    }
     Ok(Reply::done())
 }
 
@@ -139,16 +142,21 @@ pub(crate) async fn login(
         return Err(ApiError::validation("code must be 6 digits"));
     }
     let phone_from_addr = format!("{phone}:{addr}");
-    let refusal = "too many wrong codes for this phone today";
-    limiter.check("login:fail-addr", &phone_from_addr, limits.failures_per_phone, refusal).await?;
-    limiter.check("login:fail", phone, limits.failures_per_phone_ceiling, refusal).await?;
+    // Each try takes its place as a failure before the code is compared, so
+    // a burst of wrong codes never makes more tries than the limits allow;
+    // the right code gives its places back.
+    let failures = [
+        Window { what: "login:fail-addr", subject: &phone_from_addr, limit: limits.failures_per_phone },
+        Window { what: "login:fail", subject: phone, limit: limits.failures_per_phone_ceiling },
+    ];
+    limiter.take(&failures, "too many wrong codes for this phone today").await?;
     if let Err(err) = auth.codes.consume(phone, &form.code).await {
-        if err.is_wrong_code() {
-            limiter.count("login:fail-addr", &phone_from_addr, DAY).await?;
-            limiter.count("login:fail", phone, DAY).await?;
+        if !err.is_wrong_code() {
+            limiter.give_back(&failures).await;
         }
         return Err(err.into());
     }
+    limiter.give_back(&failures).await;
     let user = users::find_or_create_by_phone(&db, phone).await?;
     let session_id = auth.sessions.create(&user).await?;
     let token = auth.tokens.issue(user.id, &session_id).map_err(ApiError::internal)?;

@@ -19,6 +19,10 @@ const DEFAULT_HEADER_TIMEOUT_MS: u64 = 10_000;
 const DEFAULT_KEEPALIVE_TIMEOUT_MS: u64 = 75_000;
 /// nginx's own `client_body_timeout` here.
 const DEFAULT_BODY_TIMEOUT_MS: u64 = 10_000;
+/// The bodies here are JSON of at most 64 KiB, which any client that means
+/// to send one sends in well under a second; a trickle (a byte every few
+/// seconds, never pausing past `BODY_TIMEOUT_MS`) is cut off here.
+const DEFAULT_BODY_DEADLINE_MS: u64 = 15_000;
 /// Each open connection is a descriptor. A crowd of 20,000 gives each of two
 /// instances about 10,000 of nginx's connections (`MAX_IN_FLIGHT` 12,000 of
 /// them at work); past this the instance stops accepting until one closes,
@@ -110,6 +114,15 @@ pub struct ServerSettings {
     #[arg(long, env = "BODY_TIMEOUT_MS", default_value_t = DEFAULT_BODY_TIMEOUT_MS, value_parser = clap::value_parser!(u64).range(1..))]
     pub body_timeout_ms: u64,
 
+    /// How long a request's body may take in all, from its head's arrival;
+    /// then 408 `REQUEST_TIMEOUT` and the connection is closed. A body is
+    /// read whole before the request takes a place among those in flight
+    /// and at work (`MAX_IN_FLIGHT`, `MAX_WORKING`), so a client trickling
+    /// one holds its own connection and nothing else, and this bounds how
+    /// long.
+    #[arg(long, env = "BODY_DEADLINE_MS", default_value_t = DEFAULT_BODY_DEADLINE_MS, value_parser = clap::value_parser!(u64).range(1..))]
+    pub body_deadline_ms: u64,
+
     /// Connections the instance holds open at once, over both listeners;
     /// past it, it accepts the next only when one closes (the kernel holds
     /// the rest in its accept queue). Each is a descriptor: with
@@ -133,8 +146,8 @@ pub struct ServerSettings {
     /// `/metrics` skip it). With every request of a crowd worked on at once,
     /// each gets a sliver of the CPU and the first answers come after a
     /// second; in line, the first come are answered first and the sale sells
-    /// out sooner. A request reading its body holds its place: behind nginx,
-    /// which sends whole bodies, that costs nothing.
+    /// out sooner. A request takes its place once its body is whole
+    /// (`BODY_DEADLINE_MS`).
     #[arg(long, env = "MAX_WORKING", default_value_t = DEFAULT_MAX_WORKING, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     pub max_working: usize,
 }
@@ -150,6 +163,7 @@ impl Default for ServerSettings {
             header_timeout_ms: DEFAULT_HEADER_TIMEOUT_MS,
             keepalive_timeout_ms: DEFAULT_KEEPALIVE_TIMEOUT_MS,
             body_timeout_ms: DEFAULT_BODY_TIMEOUT_MS,
+            body_deadline_ms: DEFAULT_BODY_DEADLINE_MS,
             max_connections: DEFAULT_MAX_CONNECTIONS,
             max_in_flight: DEFAULT_MAX_IN_FLIGHT,
             max_working: DEFAULT_MAX_WORKING,
@@ -173,6 +187,7 @@ impl ServerSettings {
             ("HEADER_TIMEOUT_MS", self.header_timeout_ms),
             ("KEEPALIVE_TIMEOUT_MS", self.keepalive_timeout_ms),
             ("BODY_TIMEOUT_MS", self.body_timeout_ms),
+            ("BODY_DEADLINE_MS", self.body_deadline_ms),
         ];
         for (name, ms) in timeouts {
             anyhow::ensure!(ms >= 1, "{name} must be at least 1 ms");
@@ -191,6 +206,10 @@ impl ServerSettings {
 
     pub(crate) fn body_timeout(&self) -> Duration {
         Duration::from_millis(self.body_timeout_ms)
+    }
+
+    pub(crate) fn body_deadline(&self) -> Duration {
+        Duration::from_millis(self.body_deadline_ms)
     }
 }
 

@@ -6,7 +6,7 @@
 //! the one table below.
 
 use axum::{
-    extract::rejection::{BytesRejection, FailedToBufferBody, JsonRejection, PathRejection, QueryRejection},
+    extract::rejection::{BytesRejection, FailedToBufferBody, PathRejection, QueryRejection},
     http::StatusCode,
     response::{IntoResponse, Response},
 };
@@ -26,8 +26,9 @@ pub(crate) enum ApiError {
     NotFound(&'static str),
     #[error("method not allowed")]
     MethodNotAllowed,
-    /// The body paused longer than `BODY_TIMEOUT_MS`.
-    #[error("the request body stopped arriving; send it whole")]
+    /// The body paused longer than `BODY_TIMEOUT_MS`, or was not whole
+    /// within `BODY_DEADLINE_MS`.
+    #[error("the request body did not arrive in time; send it whole")]
     RequestTimeout,
     /// The body is past the limit every route has.
     #[error("the request body is larger than {0} bytes")]
@@ -163,15 +164,14 @@ impl IntoResponse for ApiError {
         if let Some(seconds) = self.retry_after() {
             response.headers_mut().insert(axum::http::header::RETRY_AFTER, seconds.into());
         }
+        // The rest of such a body was never read: the connection closes
+        // after the answer instead of waiting for it (a trickle would hold
+        // it while it drained).
+        if matches!(code, ErrorCode::RequestTimeout | ErrorCode::PayloadTooLarge) {
+            let close = axum::http::HeaderValue::from_static("close");
+            response.headers_mut().insert(axum::http::header::CONNECTION, close);
+        }
         response
-    }
-}
-
-/// A body that is no JSON, or JSON of another shape (the content type and
-/// the body's reading are `extract::Json`'s own checks).
-impl From<JsonRejection> for ApiError {
-    fn from(rejection: JsonRejection) -> Self {
-        Self::Validation(rejection.body_text())
     }
 }
 
@@ -184,26 +184,32 @@ impl From<BytesRejection> for ApiError {
             BytesRejection::FailedToBufferBody(FailedToBufferBody::UnknownBodyError(err)) if stalled(err) => {
                 Self::RequestTimeout
             }
-            other => Self::Validation(other.body_text()),
+            _ => Self::validation("the request body could not be read"),
         }
     }
 }
 
-/// Whether reading the body failed because it paused past `BODY_TIMEOUT_MS`
-/// (the body's timer, somewhere down the error's causes).
+/// The body paused past `BODY_TIMEOUT_MS`, or was not whole by
+/// `BODY_DEADLINE_MS`: the door's word, inside the body it hands on.
+#[derive(Debug, thiserror::Error)]
+#[error("the request body stopped arriving")]
+pub(crate) struct BodyStalled;
+
+/// Whether reading the body failed because it stalled (somewhere down the
+/// error's causes).
 fn stalled(err: &(dyn std::error::Error + 'static)) -> bool {
-    std::iter::successors(Some(err), |err| err.source()).any(|err| err.is::<tower_http::timeout::TimeoutError>())
+    std::iter::successors(Some(err), |err| err.source()).any(|err| err.is::<BodyStalled>())
 }
 
 impl From<PathRejection> for ApiError {
     fn from(rejection: PathRejection) -> Self {
-        Self::Validation(rejection.body_text())
+        Self::Validation(super::malformed::explain_path(&rejection))
     }
 }
 
 impl From<QueryRejection> for ApiError {
     fn from(rejection: QueryRejection) -> Self {
-        Self::Validation(rejection.body_text())
+        Self::Validation(super::malformed::explain_query(&rejection))
     }
 }
 

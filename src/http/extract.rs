@@ -43,7 +43,7 @@ pub(crate) fn json_object<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiErro
     if body.trim_ascii_start().first() != Some(&b'{') {
         return Err(ApiError::validation("the body must be a JSON object"));
     }
-    Ok(axum::Json::<T>::from_bytes(body)?.0)
+    super::malformed::read_json(body).map_err(ApiError::Validation)
 }
 
 /// A body as it came, with its refusals in the envelope: 413 past the body
@@ -94,7 +94,7 @@ impl TryFrom<u64> for Id {
 /// peer itself; anyone else's header is a claim that would let one client
 /// pass for thousands. An IPv6 client is counted by its /64, the block one
 /// subscriber gets: counting single addresses would hand an attacker 2^64
-/// of them.
+/// of them. For the same reason every loopback address is one client.
 #[derive(Debug, Clone)]
 pub(crate) struct ClientAddr(pub String);
 
@@ -119,17 +119,23 @@ where
     }
 }
 
-/// An IPv4 client as itself, an IPv6 one as its /64.
+/// An IPv4 client as itself, an IPv6 one as its /64, and every loopback
+/// address as one host: 127.0.0.0/8 is sixteen million aliases of the same
+/// machine, and counted one by one each would be a fresh budget for a
+/// client on it.
 fn counted_as(client: IpAddr) -> String {
-    match client {
-        IpAddr::V6(v6) if v6.to_ipv4_mapped().is_none() => {
+    match client.to_canonical() {
+        ip if ip.is_loopback() => LOOPBACK.to_owned(),
+        IpAddr::V6(v6) => {
             let net = ipnet::Ipv6Net::new(v6, 64).expect("64 is a valid prefix").trunc();
             net.to_string()
         }
-        IpAddr::V6(v6) => v6.to_ipv4_mapped().expect("mapped").to_string(),
         v4 => v4.to_string(),
     }
 }
+
+/// How every loopback client is counted.
+const LOOPBACK: &str = "loopback";
 
 #[cfg(test)]
 mod tests {
@@ -172,5 +178,13 @@ mod tests {
         assert_eq!(counted_as("2001:db8:1:2:bbbb::9".parse().unwrap()), "2001:db8:1:2::/64");
         assert_eq!(counted_as("::ffff:203.0.113.7".parse().unwrap()), "203.0.113.7");
         assert_eq!(counted_as("203.0.113.7".parse().unwrap()), "203.0.113.7");
+    }
+
+    #[test]
+    fn every_loopback_alias_is_counted_as_the_one_host_it_is() {
+        for alias in ["127.0.0.1", "127.0.0.2", "127.0.1.9", "127.255.255.254", "::1", "::ffff:127.0.0.3"] {
+            assert_eq!(counted_as(alias.parse().unwrap()), "loopback", "{alias}");
+        }
+        assert_eq!(counted_as("128.0.0.1".parse().unwrap()), "128.0.0.1");
     }
 }

@@ -12,9 +12,13 @@ use super::envelope::Failure;
 #[response(status = 400, description = "VALIDATION: a path parameter is not a number")]
 pub(crate) struct BadPath(#[allow(dead_code)] Failure);
 
-/// A route that reads a body, whose body paused past `BODY_TIMEOUT_MS`.
+/// A route that reads a body, whose body paused past `BODY_TIMEOUT_MS` or
+/// was not whole by `BODY_DEADLINE_MS`.
 #[derive(IntoResponses)]
-#[response(status = 408, description = "REQUEST_TIMEOUT: the body paused longer than BODY_TIMEOUT_MS")]
+#[response(
+    status = 408,
+    description = "REQUEST_TIMEOUT: the body paused longer than BODY_TIMEOUT_MS, or was not whole within BODY_DEADLINE_MS"
+)]
 pub(crate) struct BodyTimedOut(#[allow(dead_code)] Failure);
 
 /// A route that reads a body, whose body is past the limit (64 KiB).

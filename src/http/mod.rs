@@ -15,6 +15,7 @@ pub(crate) mod time;
 pub(crate) mod whole;
 
 mod course;
+mod malformed;
 mod metrics;
 mod plumbing;
 

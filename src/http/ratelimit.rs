@@ -1,14 +1,17 @@
 //! Abuse limits, two kinds. `RateLimiter` holds across every instance:
 //! fixed windows counted in Redis (`INCR`, the window's TTL set by the
-//! first hit, `TTL` for `Retry-After`, in one `MULTI`). `LocalUserLimiter`
+//! first hit, `TTL` for `Retry-After`, in one `MULTI`; a limit on failures
+//! takes its place before the attempt, in one script that checks and
+//! counts). `LocalUserLimiter`
 //! counts one user's orders in this instance's memory (governor), where a
 //! Redis round trip per order would cost more than it guards. Both are
 //! plumbing the handlers call and answer with the envelope's 429 directly;
 //! they know key names and nothing of the domain.
 
-use std::time::Duration;
+use std::{sync::LazyLock, time::Duration};
 
 use hmdp_redis::Redis;
+use redis::Script;
 
 use super::error::{ApiError, ApiResult};
 use crate::keys::Keys;
@@ -24,6 +27,14 @@ impl Limit {
     pub(crate) const fn per(max: u64, window: Duration) -> Self {
         Self { max, window }
     }
+}
+
+/// One window of one subject: `what` counted for `subject` under `limit`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Window<'a> {
+    pub(crate) what: &'static str,
+    pub(crate) subject: &'a str,
+    pub(crate) limit: Limit,
 }
 
 #[derive(Clone)]
@@ -53,8 +64,8 @@ impl RateLimiter {
         Ok(())
     }
 
-    /// Whether `subject` is already over `limit` for `what`, without
-    /// counting a hit (for limits counted only on failure).
+    /// Whether `subject` has reached `limit` for `what`, without counting
+    /// (the right admin key: past the limit it waits like a wrong one).
     pub(crate) async fn check(
         &self,
         what: &'static str,
@@ -71,8 +82,46 @@ impl RateLimiter {
         Ok(())
     }
 
+    /// Takes a place in each of `windows`, or in none: 429 with
+    /// `Retry-After` when one of them is full. Each is checked and counted
+    /// in one step in Redis, so a burst of N never counts more than a
+    /// window's limit, whereas a check followed by a count let every
+    /// request of a burst pass the check before the first count landed.
+    pub(crate) async fn take(&self, windows: &[Window<'_>], refusal: &'static str) -> ApiResult<()> {
+        for (i, window) in windows.iter().enumerate() {
+            let key = self.keys.rate(window.what, window.subject);
+            let taken: Result<(u8, i64), _> = TAKE
+                .key(&key)
+                .arg(window.limit.max)
+                .arg(window.limit.window.as_secs().max(1))
+                .invoke_async(&mut self.redis.clone())
+                .await;
+            let refused = match taken {
+                Ok((1, _)) => continue,
+                Ok((_, ttl)) => ApiError::RateLimited(refusal, ttl.max(1) as u64),
+                Err(err) => err.into(),
+            };
+            self.give_back(&windows[..i]).await;
+            return Err(refused);
+        }
+        Ok(())
+    }
+
+    /// Gives back the places `take` took for what turned out not to count
+    /// (the right code, a code not sent). A place that cannot be given back
+    /// (Redis gone) stays taken until its window ends, the safe side.
+    pub(crate) async fn give_back(&self, windows: &[Window<'_>]) {
+        for window in windows {
+            let key = self.keys.rate(window.what, window.subject);
+            let given: Result<i64, _> = GIVE_BACK.key(&key).invoke_async(&mut self.redis.clone()).await;
+            if let Err(err) = given {
+                tracing::warn!(error = %err, what = window.what, "a rate limit's place was not given back");
+            }
+        }
+    }
+
     /// Counts a hit and returns (hits in the window, seconds it has left).
-    pub(crate) async fn count(&self, what: &'static str, subject: &str, window: Duration) -> ApiResult<(u64, i64)> {
+    async fn count(&self, what: &'static str, subject: &str, window: Duration) -> ApiResult<(u64, i64)> {
         let key = self.keys.rate(what, subject);
         let (count, ttl): (u64, i64) = redis::pipe()
             .atomic()
@@ -88,6 +137,9 @@ impl RateLimiter {
         Ok((count, ttl))
     }
 }
+
+static TAKE: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("../../lua/rate_take.lua")));
+static GIVE_BACK: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("../../lua/rate_give_back.lua")));
 
 /// A per-user limit kept in this instance's memory (a keyed GCRA from
 /// `governor`): no round trip on the hot order path, at the price of

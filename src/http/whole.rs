@@ -40,7 +40,8 @@ impl Visitor<'_> for Whole {
 }
 
 fn in_range<T: TryFrom<i128>, E: Error>(v: i128) -> Result<T, E> {
-    T::try_from(v).map_err(|_| E::custom(format!("integer {v} out of range")))
+    // In the API's words: `malformed.rs` puts the field's name before it.
+    T::try_from(v).map_err(|_| E::custom("is out of range"))
 }
 
 pub(crate) fn number<'de, D, T>(deserializer: D) -> Result<T, D::Error>

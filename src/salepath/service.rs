@@ -67,7 +67,10 @@ fn decimal<'de, D: serde::Deserializer<'de>>(de: D) -> Result<String, D::Error> 
         Text(String),
         Number(u64),
     }
-    Ok(match serde::Deserialize::deserialize(de)? {
+    // serde's own refusal names the enum; this one is in the API's words.
+    let nonce = serde::Deserialize::deserialize(de)
+        .map_err(|_| serde::de::Error::custom("must be decimal digits, as a string or a whole number"))?;
+    Ok(match nonce {
         Nonce::Text(text) => text,
         Nonce::Number(n) => n.to_string(),
     })

@@ -139,30 +139,30 @@ impl AfterSale {
     }
 
     /// The order with its row, for its owner (`None`: anyone's); an order
-    /// still pending in Redis cannot change state yet.
+    /// still pending in Redis cannot change state yet. For an owner the row
+    /// is looked up by id and owner in one query, so another user's order
+    /// and an order that does not exist take the same path, and the same
+    /// time: an id's existence cannot be told by timing.
     async fn order(&self, order_id: i64, owner: Option<u64>) -> SeckillResult<OrderView> {
-        match store::order_by_id(&self.db, order_id).await? {
-            Some(order) if owner.is_none_or(|u| u == order.user_id) => Ok(order.with_terms(self.pay_timeout())),
-            Some(_) => Err(SeckillError::NoSuchOrder),
-            None => {
-                // Pending in Redis (an asynchronous order not persisted yet).
-                let pending = match owner {
-                    Some(user) => {
-                        let rows = order::Rows { primary: &self.db, replica: None };
-                        self.mode.find_owned(rows, order_id, user).await?
-                    }
-                    None => None,
-                };
-                match pending {
-                    Some(view) if view.state == OrderState::Pending => {
-                        Err(SeckillError::OrderState("the order is still being recorded: try again in a moment"))
-                    }
-                    Some(view) if view.state == OrderState::Failed => {
-                        Err(SeckillError::OrderState("the order could not be recorded"))
-                    }
-                    _ => Err(SeckillError::NoSuchOrder),
-                }
+        let Some(user) = owner else {
+            let row = store::order_by_id(&self.db, order_id).await?;
+            return row.map(|order| order.with_terms(self.pay_timeout())).ok_or(SeckillError::NoSuchOrder);
+        };
+        if let Some(order) = store::owned_order(&self.db, order_id, user).await? {
+            return Ok(order.with_terms(self.pay_timeout()));
+        }
+        // Pending in Redis (an asynchronous order not persisted yet).
+        let rows = order::Rows { primary: &self.db, replica: None };
+        match self.mode.find_owned(rows, order_id, user).await? {
+            Some(view) if view.state == OrderState::Pending => {
+                Err(SeckillError::OrderState("the order is still being recorded: try again in a moment"))
             }
+            Some(view) if view.state == OrderState::Failed => {
+                Err(SeckillError::OrderState("the order could not be recorded"))
+            }
+            // Persisted between the two looks.
+            Some(view) => Ok(view.with_terms(self.pay_timeout())),
+            None => Err(SeckillError::NoSuchOrder),
         }
     }
 

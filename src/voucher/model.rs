@@ -4,7 +4,10 @@
 use chrono::{DateTime, FixedOffset, NaiveDateTime};
 use serde::{Deserialize, Serialize};
 
-use crate::{http::whole, salepath::Guard};
+use crate::{
+    http::{time, whole},
+    salepath::Guard,
+};
 
 pub(super) const TYPE_ORDINARY: u8 = 0;
 pub(super) const TYPE_SECKILL: u8 = 1;
@@ -31,7 +34,9 @@ pub(crate) struct VoucherForm {
     pub(crate) status: Option<u8>,
     #[serde(default, deserialize_with = "whole::optional")]
     pub(crate) stock: Option<i64>,
+    #[serde(default, deserialize_with = "time::optional")]
     pub(crate) begin_time: Option<DateTime<FixedOffset>>,
+    #[serde(default, deserialize_with = "time::optional")]
     pub(crate) end_time: Option<DateTime<FixedOffset>>,
     #[serde(default, deserialize_with = "whole::optional")]
     pub(crate) segments: Option<i64>,

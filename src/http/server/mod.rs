@@ -6,10 +6,13 @@
 //! `X-Real-IP` is believed from there; on the TCP port (`BIND_ADDR`:
 //! metrics, health, a client straight at the instance) the peer is the
 //! client unless it is one of `TRUSTED_PROXIES`. A connection is closed when
-//! its request head stalls or it idles too long (`watch.rs`), a request
-//! body that stalls is answered 408, and past `MAX_CONNECTIONS` the
-//! instance stops accepting until one closes (`listener.rs`).
+//! its request head stalls or it idles too long (`watch.rs`), a request's
+//! body is read whole before the routes see it, and one that stalls or
+//! trickles past its deadline is answered 408 (`arrival.rs`), and past
+//! `MAX_CONNECTIONS` the instance stops accepting until one closes
+//! (`listener.rs`).
 
+mod arrival;
 mod listener;
 mod watch;
 
@@ -21,28 +24,23 @@ use std::{
     pin::Pin,
     sync::Arc,
     task::{Context, Poll},
-    time::Duration,
 };
 
 use anyhow::Context as _;
 use axum::{
-    Router,
-    body::{Body, HttpBody},
-    extract::Request,
-    response::Response,
-    routing::future::RouteFuture,
-    serve::IncomingStream,
+    Router, body::HttpBody, extract::Request, response::Response, routing::future::RouteFuture, serve::IncomingStream,
 };
+use futures::future::{BoxFuture, Either};
 use tokio::{
     net::{TcpListener, UnixListener},
     sync::Semaphore,
 };
 use tokio_util::sync::CancellationToken;
-use tower::Service;
-use tower_http::timeout::TimeoutBody;
+use tower::{Service, ServiceExt};
 
 pub(crate) use self::listener::Peer;
 use self::{
+    arrival::BodyDeadlines,
     listener::{Accept, Door, SocketFile, Terms},
     watch::Watch,
 };
@@ -53,7 +51,7 @@ pub(crate) struct Server {
     tcp: TcpListener,
     proxy: Option<(UnixListener, SocketFile)>,
     terms: Terms,
-    body_timeout: Duration,
+    body: BodyDeadlines,
 }
 
 impl Server {
@@ -72,7 +70,8 @@ impl Server {
             header_timeout: settings.header_timeout(),
             keepalive_timeout: settings.keepalive_timeout(),
         };
-        Ok(Self { tcp, proxy, terms, body_timeout: settings.body_timeout() })
+        let body = BodyDeadlines { gap: settings.body_timeout(), whole: settings.body_deadline() };
+        Ok(Self { tcp, proxy, terms, body })
     }
 
     pub(crate) fn tcp_addr(&self) -> std::io::Result<SocketAddr> {
@@ -88,7 +87,7 @@ impl Server {
     /// flight to be answered. nginx's socket file is removed at the end.
     pub(crate) async fn serve(self, router: Router, shutdown: impl Future<Output = ()>) -> anyhow::Result<()> {
         let stop = CancellationToken::new();
-        let connections = Connections { router, body_timeout: self.body_timeout };
+        let connections = Connections { router, body: self.body };
         let tcp = axum::serve(Door::new(self.tcp, self.terms.clone()), connections.clone())
             .with_graceful_shutdown(stop.clone().cancelled_owned())
             .into_future();
@@ -119,7 +118,7 @@ impl Server {
 #[derive(Clone)]
 struct Connections {
     router: Router,
-    body_timeout: Duration,
+    body: BodyDeadlines,
 }
 
 impl<L: Accept> Service<IncomingStream<'_, Door<L>>> for Connections {
@@ -136,7 +135,7 @@ impl<L: Accept> Service<IncomingStream<'_, Door<L>>> for Connections {
             router: self.router.clone(),
             peer: *stream.remote_addr(),
             watch: stream.io().watch().clone(),
-            body_timeout: self.body_timeout,
+            body: self.body,
         }))
     }
 }
@@ -146,7 +145,7 @@ struct Connection {
     router: Router,
     peer: Peer,
     watch: Arc<Watch>,
-    body_timeout: Duration,
+    body: BodyDeadlines,
 }
 
 impl Service<Request> for Connection {
@@ -160,13 +159,18 @@ impl Service<Request> for Connection {
 
     fn call(&mut self, mut req: Request) -> Serving {
         req.extensions_mut().insert(self.peer);
-        // Only a request with a body pays for the body's timer.
-        if !req.body().is_end_stream() {
-            let timeout = self.body_timeout;
-            req = req.map(|body| Body::new(TimeoutBody::new(timeout, body)));
-        }
         let in_service = InService::begin(&self.watch);
-        Serving { inner: self.router.call(req), in_service: Some(in_service) }
+        // A request without a body goes straight on; one with a body goes
+        // on once it is whole (or has failed), and only then takes a place
+        // among the requests in flight.
+        let inner = if req.body().is_end_stream() {
+            Either::Left(self.router.call(req))
+        } else {
+            let (router, deadlines) = (self.router.clone(), self.body);
+            Either::Right(Box::pin(async move { router.oneshot(arrival::arrive(req, deadlines).await).await })
+                as BoxFuture<'static, _>)
+        };
+        Serving { inner, in_service: Some(in_service) }
     }
 }
 
@@ -190,7 +194,7 @@ impl Drop for InService {
 pin_project_lite::pin_project! {
     pub(crate) struct Serving {
         #[pin]
-        inner: RouteFuture<Infallible>,
+        inner: Either<RouteFuture<Infallible>, BoxFuture<'static, Result<Response, Infallible>>>,
         in_service: Option<InService>,
     }
 }
