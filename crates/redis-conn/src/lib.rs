@@ -318,9 +318,13 @@ impl Redis {
     /// everything. One server is its own master.
     pub async fn masters(&mut self) -> RedisResult<Vec<String>> {
         match (&self.conn, &*self.endpoint) {
-            (Conn::Cluster(_), _) => {
+            (Conn::Cluster(_), endpoint) => {
+                let prefix = match endpoint {
+                    Endpoint::Cluster(configured) => url_prefix(configured),
+                    Endpoint::Single(url) => url_prefix(std::slice::from_ref(url)),
+                };
                 let nodes: String = redis::cmd("CLUSTER").arg("NODES").query_async(self).await?;
-                Ok(cluster_masters(&nodes))
+                Ok(cluster_masters(&nodes, &prefix))
             }
             (Conn::Single(_), Endpoint::Single(url)) => Ok(vec![url.clone()]),
             (Conn::Single(_), Endpoint::Cluster(nodes)) => Ok(nodes.clone()),
@@ -409,9 +413,22 @@ fn redis_version(info: &str) -> Option<(u32, u32)> {
     Some((parts.next()??, parts.next()??))
 }
 
+/// The scheme and credentials of the configured nodes (`redis://` or
+/// `redis://user:password@`): `CLUSTER NODES` names a master by its address
+/// alone, and a cluster whose users need a password would refuse a
+/// connection to it made without one.
+fn url_prefix(configured: &[String]) -> String {
+    let Some(first) = configured.first() else { return "redis://".to_owned() };
+    match (first.find("://"), first.rfind('@')) {
+        (Some(scheme), Some(at)) if at > scheme => first[..=at].to_owned(),
+        (Some(scheme), _) => first[..scheme + 3].to_owned(),
+        _ => "redis://".to_owned(),
+    }
+}
+
 /// `CLUSTER NODES` lines: `<id> <ip:port@bus[,hostname]> <flags> ...`;
-/// the masters that are not failed, as `redis://ip:port`.
-fn cluster_masters(nodes: &str) -> Vec<String> {
+/// the masters that are not failed, as `<prefix>ip:port`.
+fn cluster_masters(nodes: &str, prefix: &str) -> Vec<String> {
     nodes
         .lines()
         .filter_map(|line| {
@@ -422,7 +439,7 @@ fn cluster_masters(nodes: &str) -> Vec<String> {
                 return None;
             }
             let host_port = addr.split(['@', ',']).next()?;
-            Some(format!("redis://{host_port}"))
+            Some(format!("{prefix}{host_port}"))
         })
         .collect()
 }
@@ -532,8 +549,18 @@ a4 127.0.0.1:7004@17004,host slave a1 0 0 1 connected
 a5 127.0.0.1:7005@17005 master - 0 0 7 connected 10923-16383
 ";
         assert_eq!(
-            cluster_masters(nodes),
+            cluster_masters(nodes, "redis://"),
             vec!["redis://127.0.0.1:7001", "redis://127.0.0.1:7002", "redis://127.0.0.1:7005"]
         );
+    }
+
+    #[test]
+    fn a_master_is_reached_with_the_configured_nodes_scheme_and_credentials() {
+        let nodes = "a1 10.0.0.31:6379@16379 myself,master - 0 0 1 connected 0-16383\n";
+        let configured = ["redis://hmdp:s3cret@10.0.0.32:6379".to_owned(), "redis://10.0.0.33:6379".to_owned()];
+        assert_eq!(cluster_masters(nodes, &url_prefix(&configured)), vec!["redis://hmdp:s3cret@10.0.0.31:6379"]);
+        assert_eq!(url_prefix(&["127.0.0.1:7001".to_owned()]), "redis://");
+        assert_eq!(url_prefix(&["rediss://10.0.0.1:6379".to_owned()]), "rediss://");
+        assert_eq!(url_prefix(&[]), "redis://");
     }
 }
