@@ -6,9 +6,14 @@ FROM rust:1-bookworm AS build
 WORKDIR /src
 COPY Cargo.toml Cargo.lock ./
 COPY src src
-# The workspace's other members (the lab, the load tool) must be there for
-# Cargo to read the workspace; only the service is built.
+# Every member of the workspace must be there for Cargo to read it (the
+# libraries, the tools, the tests' support and fault proxy); only the
+# service is built. scripts/test checks that this context holds the whole
+# workspace (scripts/check-docker-context).
 COPY crates crates
+COPY tools tools
+COPY tests/support tests/support
+COPY tests/fault-proxy tests/fault-proxy
 COPY migrations migrations
 COPY lua lua
 RUN cargo build --release --locked -p hmdp --bin hmdp
