@@ -12,21 +12,52 @@ use std::{
 
 use reqwest::StatusCode;
 use serde_json::Value;
-use tokio::io::AsyncWriteExt;
 
 fn env(name: &str) -> String {
     std::env::var(name).unwrap_or_else(|_| panic!("{name} must be set (run through scripts/test)"))
 }
 
-/// A request to app1 straight (not through nginx) that has sent its
-/// headers and part of its body: counted in flight until dropped (or
-/// answered 408 once its body has stalled for BODY_TIMEOUT_MS, 10 s).
-async fn hold_a_request_at_app1() -> tokio::net::TcpStream {
-    let mut stream = tokio::net::TcpStream::connect("127.0.0.1:8081").await.unwrap();
-    let head =
-        "POST /user/login HTTP/1.1\r\nhost: test\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{";
-    stream.write_all(head.as_bytes()).await.unwrap();
-    stream
+/// Requests app1 works on until the returned transaction ends: orders sent
+/// straight to app1 (not through nginx) for a voucher whose stock row is
+/// held from outside, each stuck at the row in its handler, its places
+/// taken (an instance's deadline, `REQUEST_DEADLINE_MS`, answers them after
+/// 10 s). A request whose body has not all arrived would hold nothing: the
+/// instance reads a body whole before it takes a place.
+async fn hold_requests_at_app1(count: usize) -> sqlx::Transaction<'static, sqlx::MySql> {
+    use hmdp::{
+        auth::{SessionStore, TokenKeys, seed_users},
+        keys::Keys,
+        startup::{connect_database, connect_redis},
+    };
+    use redis::AsyncCommands;
+    let redis = connect_redis(&hmdp_test_support::redis_settings("")).await.unwrap();
+    let db = connect_database(&env("DATABASE_URL"), 4).await.unwrap();
+    let api = hmdp_test_support::Api::new("http://127.0.0.1:8081", env("ADMIN_KEY"), 8);
+    let voucher = api.open_seckill(100).await;
+    let mut row = db.begin().await.unwrap();
+    sqlx::query("SELECT stock FROM tb_seckill_voucher WHERE voucher_id = ? FOR UPDATE")
+        .bind(voucher)
+        .execute(&mut *row)
+        .await
+        .unwrap();
+    let sessions = SessionStore::new(redis.clone(), Keys::new(""));
+    let tokens = TokenKeys::new(env("JWT_SECRET").as_bytes());
+    let users = seed_users(&db, &sessions, &tokens, 13_500_000_000, count as u64).await.unwrap();
+    let client = reqwest::Client::new();
+    for user in &users {
+        let req = client.post(format!("http://127.0.0.1:8081/voucher-order/seckill/{voucher}"));
+        tokio::spawn(req.header("authorization", user.token.clone()).send());
+    }
+    // Each is in its handler, its places taken, once it holds its lock.
+    let (keys, mut redis) = (Keys::new(""), redis);
+    for user in &users {
+        let started = Instant::now();
+        while !redis.exists::<_, bool>(keys.order_lock(user.id)).await.unwrap() {
+            assert!(started.elapsed() < Duration::from_secs(5), "a held order never took its lock");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+    row
 }
 
 struct Answer {
@@ -82,8 +113,7 @@ async fn a_full_instance_answers_overloaded_and_stays_in_the_upstream_and_a_dead
 
     // app1 full: every request nginx gives it is refused at once, POSTs
     // too, and none is sent on to app2.
-    let held: Vec<_> = futures::future::join_all((0..cap).map(|_| hold_a_request_at_app1())).await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    let held = hold_requests_at_app1(cap).await;
     let mut busy_ids = Vec::new();
     let mut answers = Vec::new();
     for i in 0..40 {
@@ -116,7 +146,7 @@ async fn a_full_instance_answers_overloaded_and_stays_in_the_upstream_and_a_dead
             );
         }
     }
-    drop(held);
+    held.rollback().await.unwrap();
 
     // app1 dead: nothing is lost, and after the first request that found
     // it dead, nginx tries it again at most once per fail_timeout (1 s).
