@@ -202,6 +202,40 @@ bench_start() { # bench_start OUT_NAME BIN...
         || cargo build --release --locked "${bins[@]}"; }) || die "cargo build failed"
 }
 
+# A pid file is ours only while that pid still runs the program we started.
+running() { # running PIDFILE PATTERN
+    local pid
+    [ -f "$1" ] || return 1
+    pid=$(cat "$1")
+    [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null && tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q "$2"
+}
+
+# Stops a pid file's process (TERM, then KILL after 10 s) if it is ours.
+stop_pid() { # stop_pid PIDFILE PATTERN [WHAT]
+    local pid
+    if running "$1" "$2"; then
+        pid=$(cat "$1")
+        kill -TERM "$pid" 2>/dev/null || true
+        for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+        kill -0 "$pid" 2>/dev/null && kill -KILL "$pid" 2>/dev/null || true
+        log "stopped ${3:-$(basename "$1" .pid)} (pid $pid)"
+    fi
+    rm -f "$1"
+}
+
+# The stack's secrets (JWT_SECRET, ADMIN_KEY), made once into the
+# git-ignored .stack/secrets.env and shared by every instance, in the
+# environment.
+ensure_secrets() {
+    if [ ! -f "$STATE_DIR/secrets.env" ]; then
+        (umask 077 && {
+            printf 'JWT_SECRET=%s\n' "$(head -c 32 /dev/urandom | base64 | tr -dc 'A-Za-z0-9')"
+            printf 'ADMIN_KEY=%s\n' "$(head -c 36 /dev/urandom | base64 | tr -dc 'A-Za-z0-9')"
+        } >"$STATE_DIR/secrets.env")
+    fi
+    load_stack_secrets
+}
+
 # The stack's secrets (JWT_SECRET, ADMIN_KEY) in the environment, for the
 # tools that seed sessions and call the admin routes.
 load_stack_secrets() {
