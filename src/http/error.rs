@@ -175,30 +175,39 @@ impl IntoResponse for ApiError {
     }
 }
 
+/// The door hands on only whole bodies within the limit (`BodyRefused`
+/// answers the others): this is for a router served some other way (the
+/// tests' `oneshot`).
 impl From<BytesRejection> for ApiError {
     fn from(rejection: BytesRejection) -> Self {
         match &rejection {
-            BytesRejection::FailedToBufferBody(FailedToBufferBody::LengthLimitError(_)) => {
-                Self::PayloadTooLarge(BODY_LIMIT)
-            }
-            BytesRejection::FailedToBufferBody(FailedToBufferBody::UnknownBodyError(err)) if stalled(err) => {
-                Self::RequestTimeout
-            }
-            _ => Self::validation("the request body could not be read"),
+            BytesRejection::FailedToBufferBody(FailedToBufferBody::LengthLimitError(_)) => BodyRefused::TooLarge.into(),
+            _ => BodyRefused::Unreadable.into(),
         }
     }
 }
 
-/// The body paused past `BODY_TIMEOUT_MS`, or was not whole by
-/// `BODY_DEADLINE_MS`: the door's word, inside the body it hands on.
-#[derive(Debug, thiserror::Error)]
-#[error("the request body stopped arriving")]
-pub(crate) struct BodyStalled;
+/// Why the door could not hand a request's body on whole (`http::server`):
+/// the plumbing answers such a request at once, before it takes any place.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum BodyRefused {
+    /// It paused past `BODY_TIMEOUT_MS`, or was not whole by
+    /// `BODY_DEADLINE_MS`.
+    Stalled,
+    /// It is past `BODY_LIMIT`.
+    TooLarge,
+    /// Its reading failed (the client went away, or sent no valid body).
+    Unreadable,
+}
 
-/// Whether reading the body failed because it stalled (somewhere down the
-/// error's causes).
-fn stalled(err: &(dyn std::error::Error + 'static)) -> bool {
-    std::iter::successors(Some(err), |err| err.source()).any(|err| err.is::<BodyStalled>())
+impl From<BodyRefused> for ApiError {
+    fn from(refused: BodyRefused) -> Self {
+        match refused {
+            BodyRefused::Stalled => Self::RequestTimeout,
+            BodyRefused::TooLarge => Self::PayloadTooLarge(BODY_LIMIT),
+            BodyRefused::Unreadable => Self::validation("the request body could not be read"),
+        }
+    }
 }
 
 impl From<PathRejection> for ApiError {

@@ -9,7 +9,8 @@
 //! lookup. It also holds the instance's caps: on requests in flight
 //! (`MAX_IN_FLIGHT`), the cheapest place to refuse one, and on requests
 //! worked on at once (`MAX_WORKING`), a first-come-first-served line in
-//! front of the handlers.
+//! front of the handlers; a request whose body the door refused
+//! (`BodyRefused`: stalled, too large) is answered before either.
 
 use std::{
     convert::Infallible,
@@ -35,6 +36,7 @@ use tracing::{Instrument, instrument::Instrumented};
 
 use super::{
     X_INSTANCE, X_REQUEST_ID, course,
+    error::BodyRefused,
     metrics::{RequestMetrics, Series},
 };
 
@@ -109,13 +111,18 @@ where
         let course_style = course::asks_for_course_style(req.headers());
         let matched = req.extensions().get::<MatchedPath>();
         let series = self.shared.metrics.series(req.method(), matched);
-        let exempt = never_shed(matched);
+        // A body the door could not have whole is answered here, at once:
+        // such a request takes no place and reaches no handler.
+        let refused_body = req.extensions().get::<BodyRefused>().copied();
+        let exempt = never_shed(matched) || refused_body.is_some();
         // Counted in flight until the response is done (or dropped); `None`
         // when the instance already serves all it may.
         let in_flight = if exempt { None } else { self.shared.in_flight.clone().try_acquire_owned().ok() };
         let inner = {
             let _entered = span.enter();
-            if !exempt && in_flight.is_none() {
+            if let Some(refused) = refused_body {
+                Either::Right(ready_now(Ok(super::ApiError::from(refused).into_response())))
+            } else if !exempt && in_flight.is_none() {
                 let refused = super::ApiError::Overloaded("this instance is serving all the requests it can");
                 Either::Right(ready_now(Ok(refused.into_response())))
             } else {

@@ -7,21 +7,22 @@
 //! between two reads, and must be whole within `BODY_DEADLINE_MS` of its
 //! head, so a trickle that never pauses long enough still runs out.
 //!
-//! What went wrong is handed on inside the body, and the routes answer it
-//! in the envelope as they always have: a body that stalled fails with
-//! `BodyStalled` (408), and one past the limit is handed on cut just past
-//! the limit, which the routes' own body limit refuses (413).
+//! A body that could not be had whole goes on as a `BodyRefused` in the
+//! request's extensions, with no body: the plumbing answers it at once (408,
+//! 413 or 400) and it never takes a place or reaches a handler, so a crowd
+//! of trickles reaching their deadline together never stands in line before
+//! the buyers.
 
 use std::time::Duration;
 
 use axum::{
-    body::{Body, Bytes, HttpBody},
+    body::{Body, Bytes},
     extract::Request,
 };
 use futures::StreamExt;
 use tokio::time::Instant;
 
-use crate::http::error::{BODY_LIMIT, BodyStalled};
+use crate::http::error::{BODY_LIMIT, BodyRefused};
 
 /// How long a body may take.
 #[derive(Clone, Copy, Debug)]
@@ -32,18 +33,20 @@ pub(super) struct BodyDeadlines {
     pub(super) whole: Duration,
 }
 
-/// The request with its body read: whole, cut past the limit, or failing
-/// with what stopped it.
+/// The request with its body read whole, or without one and refused.
 pub(super) async fn arrive(req: Request, deadlines: BodyDeadlines) -> Request {
-    let (parts, body) = req.into_parts();
+    let (mut parts, body) = req.into_parts();
     let body = match read(body, deadlines).await {
         Ok(bytes) => Body::from(bytes),
-        Err(err) => Body::new(Failed(Some(err))),
+        Err(refused) => {
+            parts.extensions.insert(refused);
+            Body::empty()
+        }
     };
     Request::from_parts(parts, body)
 }
 
-async fn read(body: Body, deadlines: BodyDeadlines) -> Result<Bytes, axum::Error> {
+async fn read(body: Body, deadlines: BodyDeadlines) -> Result<Bytes, BodyRefused> {
     let mut stream = body.into_data_stream();
     let whole_by = Instant::now() + deadlines.whole;
     let mut first: Option<Bytes> = None;
@@ -51,9 +54,11 @@ async fn read(body: Body, deadlines: BodyDeadlines) -> Result<Bytes, axum::Error
     loop {
         let due = (Instant::now() + deadlines.gap).min(whole_by);
         let chunk = match tokio::time::timeout_at(due, stream.next()).await {
-            Err(_) => return Err(axum::Error::new(BodyStalled)),
+            Err(_) => return Err(BodyRefused::Stalled),
             Ok(None) => break,
-            Ok(Some(chunk)) => chunk?,
+            Ok(Some(Ok(chunk))) => chunk,
+            // The client went away, or sent what is no HTTP body.
+            Ok(Some(Err(_))) => return Err(BodyRefused::Unreadable),
         };
         // Most bodies come in one chunk: kept as it is, without a copy.
         match &first {
@@ -65,28 +70,12 @@ async fn read(body: Body, deadlines: BodyDeadlines) -> Result<Bytes, axum::Error
                 rest.extend_from_slice(&chunk);
             }
         }
-        let read = first.as_ref().map_or(rest.len(), Bytes::len);
-        // Past the limit nothing more is read: the routes refuse it (413).
-        if read > BODY_LIMIT {
-            break;
+        // Past the limit nothing more is read.
+        if first.as_ref().map_or(rest.len(), Bytes::len) > BODY_LIMIT {
+            return Err(BodyRefused::TooLarge);
         }
     }
     Ok(first.unwrap_or_else(|| Bytes::from(rest)))
-}
-
-/// A body whose reading failed: it yields the failure once.
-struct Failed(Option<axum::Error>);
-
-impl HttpBody for Failed {
-    type Data = Bytes;
-    type Error = axum::Error;
-
-    fn poll_frame(
-        mut self: std::pin::Pin<&mut Self>,
-        _cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Option<Result<http_body::Frame<Bytes>, axum::Error>>> {
-        std::task::Poll::Ready(self.0.take().map(Err))
-    }
 }
 
 #[cfg(test)]
@@ -105,24 +94,20 @@ mod tests {
         Request::post("/").body(body).unwrap()
     }
 
-    async fn bytes_of(req: Request) -> Result<Bytes, axum::Error> {
-        axum::body::to_bytes(req.into_body(), usize::MAX).await
-    }
-
-    fn stalled(err: &axum::Error) -> bool {
-        let err: &(dyn std::error::Error + 'static) = err;
-        std::iter::successors(Some(err), |err| err.source()).any(|err| err.is::<BodyStalled>())
+    fn refused(req: &Request) -> Option<BodyRefused> {
+        req.extensions().get::<BodyRefused>().copied()
     }
 
     #[tokio::test(start_paused = true)]
     async fn a_body_in_pieces_is_handed_on_whole() {
         let pieces = stream::iter(["{\"a\":", " 1", "}"].map(|s| Ok::<_, std::io::Error>(Bytes::from(s))));
         let req = arrive(request(Body::from_stream(pieces)), DEADLINES).await;
-        assert_eq!(bytes_of(req).await.unwrap(), "{\"a\": 1}");
+        assert_eq!(refused(&req), None);
+        assert_eq!(axum::body::to_bytes(req.into_body(), usize::MAX).await.unwrap(), "{\"a\": 1}");
     }
 
     #[tokio::test(start_paused = true)]
-    async fn a_trickle_that_never_pauses_past_the_gap_still_fails_at_the_whole_deadline() {
+    async fn a_trickle_that_never_pauses_past_the_gap_is_still_refused_at_the_whole_deadline() {
         let started = Instant::now();
         // A byte every 150 ms: under the gap (200 ms), for ever.
         let trickle = stream::unfold((), |()| async {
@@ -130,28 +115,33 @@ mod tests {
             Some((Ok::<_, std::io::Error>(Bytes::from_static(b"x")), ()))
         });
         let req = arrive(request(Body::from_stream(trickle)), DEADLINES).await;
-        let err = bytes_of(req).await.unwrap_err();
-        assert!(stalled(&err), "{err:?}");
+        assert_eq!(refused(&req), Some(BodyRefused::Stalled));
         assert_eq!(started.elapsed(), Duration::from_millis(500));
     }
 
     #[tokio::test(start_paused = true)]
-    async fn a_body_that_pauses_past_the_gap_fails_then() {
+    async fn a_body_that_pauses_past_the_gap_is_refused_then() {
         let started = Instant::now();
         let pause = stream::unfold(0, |n| async move {
             tokio::time::sleep(Duration::from_millis(if n == 0 { 10 } else { 1_000 })).await;
             Some((Ok::<_, std::io::Error>(Bytes::from_static(b"x")), n + 1))
         });
-        let err = bytes_of(arrive(request(Body::from_stream(pause)), DEADLINES).await).await.unwrap_err();
-        assert!(stalled(&err), "{err:?}");
+        let req = arrive(request(Body::from_stream(pause)), DEADLINES).await;
+        assert_eq!(refused(&req), Some(BodyRefused::Stalled));
         assert_eq!(started.elapsed(), Duration::from_millis(210));
     }
 
     #[tokio::test(start_paused = true)]
-    async fn a_body_past_the_limit_is_cut_just_past_it() {
+    async fn a_body_past_the_limit_is_refused_without_reading_the_rest() {
         let endless = stream::repeat_with(|| Ok::<_, std::io::Error>(Bytes::from(vec![b'x'; 1_000])));
         let req = arrive(request(Body::from_stream(endless)), DEADLINES).await;
-        let read = bytes_of(req).await.unwrap().len();
-        assert!(read > BODY_LIMIT && read <= BODY_LIMIT + 1_000, "{read}");
+        assert_eq!(refused(&req), Some(BodyRefused::TooLarge));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_body_that_fails_to_arrive_is_refused_as_unreadable() {
+        let broken = stream::iter([Err::<Bytes, _>(std::io::Error::other("reset"))]);
+        let req = arrive(request(Body::from_stream(broken)), DEADLINES).await;
+        assert_eq!(refused(&req), Some(BodyRefused::Unreadable));
     }
 }
