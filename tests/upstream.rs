@@ -34,12 +34,7 @@ async fn hold_requests_at_app1(count: usize) -> sqlx::Transaction<'static, sqlx:
     let db = connect_database(&env("DATABASE_URL"), 4).await.unwrap();
     let api = hmdp_test_support::Api::new("http://127.0.0.1:8081", env("ADMIN_KEY"), 8);
     let voucher = api.open_seckill(100).await;
-    let mut row = db.begin().await.unwrap();
-    sqlx::query("SELECT stock FROM tb_seckill_voucher WHERE voucher_id = ? FOR UPDATE")
-        .bind(voucher)
-        .execute(&mut *row)
-        .await
-        .unwrap();
+    let row = hmdp_test_support::audit::hold_stock_row(&db, voucher).await;
     let sessions = SessionStore::new(redis.clone(), Keys::new(""));
     let tokens = TokenKeys::new(env("JWT_SECRET").as_bytes());
     let users = seed_users(&db, &sessions, &tokens, 13_500_000_000, count as u64).await.unwrap();

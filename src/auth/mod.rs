@@ -22,7 +22,6 @@ pub(crate) use code::CodeStore;
 pub(crate) use layers::{CurrentUser, RequireLoginLayer, refresh_session};
 pub use seed::{SeededUser, seed_users};
 pub use session::{SessionStore, UserProfile};
-
 pub(crate) use state::{Auth, LoginLimits};
 pub use token::{Claims, TokenKeys};
 

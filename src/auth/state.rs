@@ -12,7 +12,7 @@ use crate::{config::Config, http::ratelimit::Limit};
 const PHONE_CEILING_FACTOR: u64 = 3;
 
 const HOUR: Duration = Duration::from_secs(3600);
-pub(super) const DAY: Duration = Duration::from_secs(24 * 3600);
+const DAY: Duration = Duration::from_secs(24 * 3600);
 
 /// What login and sessions need.
 #[derive(Clone)]

@@ -10,7 +10,8 @@
 //! (`MAX_IN_FLIGHT`), the cheapest place to refuse one, and on requests
 //! worked on at once (`MAX_WORKING`), a first-come-first-served line in
 //! front of the handlers; a request whose body the door refused
-//! (`BodyRefused`: stalled, too large) is answered before either.
+//! (`BodyRefused`: stalled, too large, unreadable) is answered before
+//! either.
 
 use std::{
     convert::Infallible,

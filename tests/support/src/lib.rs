@@ -207,13 +207,7 @@ impl TestApp {
     /// Holds the voucher's stock row from outside (`FOR UPDATE`), so an
     /// order or a batch blocks at it until the returned transaction ends.
     pub async fn hold_stock_row(&self, voucher_id: u64) -> sqlx::Transaction<'static, sqlx::MySql> {
-        let mut tx = self.db.begin().await.unwrap();
-        sqlx::query("SELECT stock FROM tb_seckill_voucher WHERE voucher_id = ? FOR UPDATE")
-            .bind(voucher_id)
-            .execute(&mut *tx)
-            .await
-            .unwrap();
-        tx
+        audit::hold_stock_row(&self.db, voucher_id).await
     }
 
     pub async fn stock_of(&self, voucher_id: u64) -> i64 {
