@@ -28,7 +28,7 @@ async fn main() -> anyhow::Result<()> {
     let url = args.next().unwrap_or_else(|| "redis://127.0.0.1:6379".into());
     // REDIS_CLUSTER_NODES, when set, measures the cluster instead.
     let settings =
-        RedisSettings { url, cluster_nodes: std::env::var("REDIS_CLUSTER_NODES").ok(), key_prefix: String::new() };
+        RedisSettings { url, cluster_nodes: std::env::var("REDIS_CLUSTER_NODES").ok(), ..Default::default() };
 
     let locks = LockService::new(connect_redis(&settings).await?, LockConfig::default());
     let raw = std::env::var_os("LOCK_BENCH_RAW").is_some();

@@ -109,7 +109,11 @@ pub async fn connect_redis(settings: &RedisSettings) -> anyhow::Result<Redis> {
 }
 
 pub(crate) async fn connect_redis_with(settings: &RedisSettings, response_timeout: Duration) -> anyhow::Result<Redis> {
-    let endpoint = Endpoint::new(&settings.url, settings.cluster_nodes.as_deref())?;
+    let mut endpoint = Endpoint::new(&settings.url, settings.cluster_nodes.as_deref())?;
+    if let Some(path) = &settings.ca_file {
+        let pem = std::fs::read(path).with_context(|| format!("reading REDIS_CA_FILE {}", path.display()))?;
+        endpoint = endpoint.with_tls_roots(pem)?;
+    }
     let described = endpoint.describe();
     endpoint.connect(response_timeout).await.with_context(|| format!("connecting to Redis ({described})"))
 }

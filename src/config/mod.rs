@@ -130,10 +130,18 @@ mod tests {
             "--jwt-secret=jwt-secret-0123456789",
             "--admin-key=admin-key-789",
             "--database-read-url=mysql://hmdp:replica-pass-321@127.0.0.1:3307/hmdp",
+            "--redis-cluster-nodes=rediss://hmdp:node-pass-654@10.0.0.31:6379,10.0.0.32:6379",
         ])
         .expect("the flags parse");
         let shown = format!("{config:?}");
-        for secret in ["db-pass-123", "redis-pass-456", "jwt-secret-0123456789", "admin-key-789", "replica-pass-321"] {
+        for secret in [
+            "db-pass-123",
+            "redis-pass-456",
+            "jwt-secret-0123456789",
+            "admin-key-789",
+            "replica-pass-321",
+            "node-pass-654",
+        ] {
             assert!(!shown.contains(secret), "{secret} in {shown}");
         }
         assert!(shown.contains("mysql://hmdp:<redacted>@127.0.0.1:3306/hmdp"), "{shown}");

@@ -48,17 +48,40 @@ pub fn unavailable(err: &RedisError) -> bool {
 }
 
 /// Where Redis is: one server (`REDIS_URL`) or the seed nodes of a cluster
-/// (`REDIS_CLUSTER_NODES`).
+/// (`REDIS_CLUSTER_NODES`), and the certificate authority that signs their
+/// certificates when the links are TLS (`rediss://`).
+#[derive(Clone, PartialEq, Eq)]
+pub struct Endpoint {
+    target: Target,
+    /// PEM; `None` trusts the system's roots.
+    tls_roots: Option<Arc<[u8]>>,
+}
+
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Endpoint {
+enum Target {
     Single(String),
     Cluster(Vec<String>),
+}
+
+/// The URLs hold passwords: what is shown is `describe`'s.
+impl std::fmt::Debug for Endpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Endpoint")
+            .field("target", &self.describe())
+            .field("tls_roots", &self.tls_roots.as_ref().map(|_| "<set>"))
+            .finish()
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConnectError {
     #[error("REDIS_CLUSTER_NODES: {0}")]
     BadNodes(String),
+    #[error(
+        "a certificate authority is given for Redis, but {0} is not a TLS URL (rediss://): the password would cross \
+         the network in the clear"
+    )]
+    RootsWithoutTls(String),
     #[error(transparent)]
     Redis(#[from] RedisError),
     #[error("the Redis Cluster at {nodes} does not serve every slot ({detail}); was `redis-cli --cluster create` run?")]
@@ -75,7 +98,7 @@ impl Endpoint {
     /// wins over `url` when it is set and not blank.
     pub fn new(url: &str, cluster_nodes: Option<&str>) -> Result<Self, ConnectError> {
         let Some(nodes) = cluster_nodes.map(str::trim).filter(|n| !n.is_empty()) else {
-            return Ok(Self::Single(url.to_owned()));
+            return Ok(Self { target: Target::Single(url.to_owned()), tls_roots: None });
         };
         let nodes: Vec<String> = nodes
             .split(',')
@@ -89,22 +112,48 @@ impl Endpoint {
         if nodes.is_empty() {
             return Err(ConnectError::BadNodes("no node given".into()));
         }
-        Ok(Self::Cluster(nodes))
+        Ok(Self { target: Target::Cluster(nodes), tls_roots: None })
+    }
+
+    /// Trusts only the authority in `pem` for the servers' certificates,
+    /// whose names must match the addresses connected to. Every URL must
+    /// then be `rediss://`: a `redis://` one would send its password in the
+    /// clear while the operator believes the link encrypted.
+    pub fn with_tls_roots(mut self, pem: Vec<u8>) -> Result<Self, ConnectError> {
+        if let Some(plain) = self.urls().iter().find(|url| !url.starts_with("rediss://")) {
+            return Err(ConnectError::RootsWithoutTls(strip_password(plain)));
+        }
+        self.tls_roots = Some(pem.into());
+        Ok(self)
+    }
+
+    fn urls(&self) -> &[String] {
+        match &self.target {
+            Target::Single(url) => std::slice::from_ref(url),
+            Target::Cluster(nodes) => nodes,
+        }
+    }
+
+    /// A client of one node (a master, a subscriber's node) with this
+    /// endpoint's trust.
+    pub fn client(&self, url: &str) -> RedisResult<redis::Client> {
+        match &self.tls_roots {
+            None => redis::Client::open(url),
+            Some(pem) => redis::Client::build_with_tls(url, certificates(pem)),
+        }
     }
 
     pub fn is_cluster(&self) -> bool {
-        matches!(self, Self::Cluster(_))
+        matches!(self.target, Target::Cluster(_))
     }
 
     /// What a log line may show: no password.
     pub fn describe(&self) -> String {
-        let strip = |url: &str| match (url.find("://"), url.rfind('@')) {
-            (Some(scheme), Some(at)) if at > scheme => format!("{}{}", &url[..scheme + 3], &url[at + 1..]),
-            _ => url.to_owned(),
-        };
-        match self {
-            Self::Single(url) => strip(url),
-            Self::Cluster(nodes) => format!("cluster {}", nodes.iter().map(|n| strip(n)).collect::<Vec<_>>().join(",")),
+        match &self.target {
+            Target::Single(url) => strip_password(url),
+            Target::Cluster(nodes) => {
+                format!("cluster {}", nodes.iter().map(|n| strip_password(n)).collect::<Vec<_>>().join(","))
+            }
         }
     }
 
@@ -114,9 +163,9 @@ impl Endpoint {
     /// some keys and not others, much later.
     pub async fn connect(&self, response_timeout: Duration) -> Result<Redis, ConnectError> {
         let connecting = async {
-            match self {
-                Self::Single(url) => {
-                    let client = redis::Client::open(url.as_str())?;
+            match &self.target {
+                Target::Single(url) => {
+                    let client = self.client(url)?;
                     let config = ConnectionManagerConfig::new()
                         .set_connection_timeout(Some(Duration::from_secs(2)))
                         .set_response_timeout(Some(response_timeout))
@@ -124,12 +173,16 @@ impl Endpoint {
                     let conn = ConnectionManager::new_with_config(client, config).await?;
                     Ok(Redis { conn: Conn::Single(conn), endpoint: Arc::new(self.clone()) })
                 }
-                Self::Cluster(nodes) => {
+                Target::Cluster(nodes) => {
                     // The default waits between retries on TRYAGAIN or
                     // CLUSTERDOWN start at 1.28 s and grow past a minute;
                     // a failover takes a few seconds, and a request has a
                     // deadline of its own.
-                    let client = ClusterClientBuilder::new(nodes.clone())
+                    let mut builder = ClusterClientBuilder::new(nodes.clone());
+                    if let Some(pem) = &self.tls_roots {
+                        builder = builder.certs(certificates(pem));
+                    }
+                    let client = builder
                         .connection_timeout(Duration::from_secs(2))
                         .response_timeout(response_timeout)
                         .retries(6)
@@ -169,11 +222,18 @@ impl Endpoint {
     /// turn. Classic pub/sub reaches every node of a cluster, so any node
     /// that is up will do.
     pub fn subscribe_clients(&self) -> Vec<redis::Client> {
-        let urls: &[String] = match self {
-            Self::Single(url) => std::slice::from_ref(url),
-            Self::Cluster(nodes) => nodes,
-        };
-        urls.iter().filter_map(|u| redis::Client::open(u.as_str()).ok()).collect()
+        self.urls().iter().filter_map(|u| self.client(u).ok()).collect()
+    }
+}
+
+fn certificates(pem: &[u8]) -> redis::TlsCertificates {
+    redis::TlsCertificates { client_tls: None, root_cert: Some(pem.to_vec()) }
+}
+
+fn strip_password(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme), Some(at)) if at > scheme => format!("{}{}", &url[..scheme + 3], &url[at + 1..]),
+        _ => url.to_owned(),
     }
 }
 
@@ -317,17 +377,13 @@ impl Redis {
     /// The masters' URLs: the nodes a `SCAN` or an `INFO` must visit to see
     /// everything. One server is its own master.
     pub async fn masters(&mut self) -> RedisResult<Vec<String>> {
-        match (&self.conn, &*self.endpoint) {
-            (Conn::Cluster(_), endpoint) => {
-                let prefix = match endpoint {
-                    Endpoint::Cluster(configured) => url_prefix(configured),
-                    Endpoint::Single(url) => url_prefix(std::slice::from_ref(url)),
-                };
+        match &self.conn {
+            Conn::Cluster(_) => {
+                let prefix = url_prefix(self.endpoint.urls());
                 let nodes: String = redis::cmd("CLUSTER").arg("NODES").query_async(self).await?;
                 Ok(cluster_masters(&nodes, &prefix))
             }
-            (Conn::Single(_), Endpoint::Single(url)) => Ok(vec![url.clone()]),
-            (Conn::Single(_), Endpoint::Cluster(nodes)) => Ok(nodes.clone()),
+            Conn::Single(_) => Ok(self.endpoint.urls().to_vec()),
         }
     }
 
@@ -335,7 +391,7 @@ impl Redis {
     pub async fn scan_match(&mut self, pattern: &str) -> RedisResult<Vec<String>> {
         let mut found = Vec::new();
         for master in self.masters().await? {
-            let mut conn = redis::Client::open(master.as_str())?.get_multiplexed_async_connection().await?;
+            let mut conn = self.endpoint.client(&master)?.get_multiplexed_async_connection().await?;
             let mut cursor = 0u64;
             loop {
                 let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
@@ -378,7 +434,7 @@ impl Redis {
     pub async fn oldest_version(&mut self) -> RedisResult<(u32, u32)> {
         let mut oldest = (u32::MAX, u32::MAX);
         for master in self.masters().await? {
-            let mut conn = redis::Client::open(master.as_str())?.get_multiplexed_async_connection().await?;
+            let mut conn = self.endpoint.client(&master)?.get_multiplexed_async_connection().await?;
             let info: String = redis::cmd("INFO").arg("server").query_async(&mut conn).await?;
             let version = redis_version(&info).ok_or_else(|| {
                 RedisError::from((redis::ErrorKind::UnexpectedReturnType, "INFO server has no redis_version"))
@@ -393,7 +449,7 @@ impl Redis {
     pub async fn fewest_replicas(&mut self) -> RedisResult<u32> {
         let mut fewest = u32::MAX;
         for master in self.masters().await? {
-            let mut conn = redis::Client::open(master.as_str())?.get_multiplexed_async_connection().await?;
+            let mut conn = self.endpoint.client(&master)?.get_multiplexed_async_connection().await?;
             let info: String = redis::cmd("INFO").arg("replication").query_async(&mut conn).await?;
             let replicas = info
                 .lines()
@@ -521,15 +577,28 @@ mod tests {
     fn cluster_nodes_win_over_the_url_and_get_a_scheme() {
         let endpoint =
             Endpoint::new("redis://127.0.0.1:6379", Some(" 127.0.0.1:7001, redis://127.0.0.1:7002 ")).unwrap();
-        assert_eq!(endpoint, Endpoint::Cluster(vec!["redis://127.0.0.1:7001".into(), "redis://127.0.0.1:7002".into()]));
-        assert_eq!(Endpoint::new("redis://h:1", Some("  ")).unwrap(), Endpoint::Single("redis://h:1".into()));
+        assert_eq!(endpoint.urls(), ["redis://127.0.0.1:7001", "redis://127.0.0.1:7002"]);
+        assert!(endpoint.is_cluster());
+        let single = Endpoint::new("redis://h:1", Some("  ")).unwrap();
+        assert_eq!((single.urls(), single.is_cluster()), (&["redis://h:1".to_owned()][..], false));
         assert!(Endpoint::new("redis://h:1", Some("not a url::")).is_err());
     }
 
     #[test]
     fn a_described_endpoint_shows_no_password() {
-        let endpoint = Endpoint::Single("redis://:secret@127.0.0.1:6379".into());
+        let endpoint = Endpoint::new("redis://:secret@127.0.0.1:6379", None).unwrap();
         assert_eq!(endpoint.describe(), "redis://127.0.0.1:6379");
+        let cluster = Endpoint::new("", Some("rediss://hmdp:secret@10.0.0.31:6379")).unwrap();
+        assert!(!format!("{cluster:?}").contains("secret"), "{cluster:?}");
+    }
+
+    #[test]
+    fn an_authority_for_a_url_without_tls_is_refused() {
+        let pem = b"-----BEGIN CERTIFICATE-----".to_vec();
+        let plain = Endpoint::new("", Some("rediss://10.0.0.31:6379,redis://:secret@10.0.0.32:6379")).unwrap();
+        let refused = plain.with_tls_roots(pem.clone()).unwrap_err().to_string();
+        assert!(refused.contains("redis://10.0.0.32:6379") && !refused.contains("secret"), "{refused}");
+        assert!(Endpoint::new("rediss://10.0.0.30:6379", None).unwrap().with_tls_roots(pem).is_ok());
     }
 
     #[test]

@@ -169,7 +169,7 @@ async fn masters_cpu(redis: &mut hmdp_redis::Redis) -> Option<Vec<f64>> {
     masters.sort();
     let mut spent = Vec::new();
     for master in masters {
-        let mut conn = redis::Client::open(master.as_str()).ok()?.get_multiplexed_async_connection().await.ok()?;
+        let mut conn = redis.endpoint().client(&master).ok()?.get_multiplexed_async_connection().await.ok()?;
         let info: String = redis::cmd("INFO").arg("cpu").query_async(&mut conn).await.ok()?;
         let field = |name: &str| {
             info.lines().find_map(|line| line.strip_prefix(name)?.strip_prefix(':')?.trim().parse::<f64>().ok())
