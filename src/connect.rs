@@ -110,8 +110,8 @@ pub async fn connect_redis(settings: &RedisSettings) -> anyhow::Result<Redis> {
 
 pub(crate) async fn connect_redis_with(settings: &RedisSettings, response_timeout: Duration) -> anyhow::Result<Redis> {
     let mut endpoint = Endpoint::new(&settings.url, settings.cluster_nodes.as_deref())?;
-    if let Some(path) = &settings.ca_file {
-        let pem = std::fs::read(path).with_context(|| format!("reading REDIS_CA_FILE {}", path.display()))?;
+    if let Some(path) = settings.ca_file() {
+        let pem = std::fs::read(path).with_context(|| format!("reading REDIS_CA_FILE {path}"))?;
         endpoint = endpoint.with_tls_roots(pem)?;
     }
     let described = endpoint.describe();

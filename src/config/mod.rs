@@ -116,6 +116,12 @@ mod tests {
     }
 
     #[test]
+    fn an_empty_redis_ca_file_means_none() {
+        assert_eq!(parsed(&["--redis-ca-file="]).redis.ca_file(), None);
+        assert_eq!(parsed(&["--redis-ca-file=/etc/hmdp/ca.pem"]).redis.ca_file(), Some("/etc/hmdp/ca.pem"));
+    }
+
+    #[test]
     fn a_limit_of_zero_is_refused_by_clap() {
         let refused = Cli::try_parse_from(["hmdp", "--jwt-secret=jwt-secret-0123456789", "--orders-per-user-10s=0"]);
         assert!(refused.is_err());

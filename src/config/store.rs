@@ -123,13 +123,21 @@ pub struct RedisSettings {
     /// start-up. Unset: `rediss://` URLs trust the system's roots, and
     /// `redis://` ones are not encrypted.
     #[arg(id = "redis_ca_file", long = "redis-ca-file", env = "REDIS_CA_FILE")]
-    pub ca_file: Option<std::path::PathBuf>,
+    pub ca_file: Option<String>,
 
     /// Put in front of every Redis key and channel. Empty in production (the
     /// contract's key names); each test sets its own, so that the tests
     /// share one Redis.
     #[arg(id = "redis_key_prefix", long = "redis-key-prefix", env = "REDIS_KEY_PREFIX", default_value = "")]
     pub key_prefix: String,
+}
+
+impl RedisSettings {
+    /// The authority's file, when one is set: empty (what a script that
+    /// passes it through sets) means none.
+    pub(crate) fn ca_file(&self) -> Option<&str> {
+        self.ca_file.as_deref().map(str::trim).filter(|file| !file.is_empty())
+    }
 }
 
 impl Default for RedisSettings {

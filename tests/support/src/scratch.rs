@@ -24,7 +24,7 @@ pub fn redis_settings(prefix: &str) -> RedisSettings {
     RedisSettings {
         url: redis_url(),
         cluster_nodes: std::env::var("REDIS_CLUSTER_NODES").ok().filter(|n| !n.trim().is_empty()),
-        ca_file: std::env::var_os("REDIS_CA_FILE").filter(|f| !f.is_empty()).map(Into::into),
+        ca_file: std::env::var("REDIS_CA_FILE").ok(),
         key_prefix: prefix.to_owned(),
     }
 }
