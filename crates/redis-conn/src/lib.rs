@@ -151,9 +151,7 @@ impl Endpoint {
     pub fn describe(&self) -> String {
         match &self.target {
             Target::Single(url) => strip_password(url),
-            Target::Cluster(nodes) => {
-                format!("cluster {}", nodes.iter().map(|n| strip_password(n)).collect::<Vec<_>>().join(","))
-            }
+            Target::Cluster(nodes) => format!("cluster {}", without_passwords(nodes)),
         }
     }
 
@@ -201,7 +199,7 @@ impl Endpoint {
                     };
                     if field("cluster_state") != "ok" || field("cluster_slots_assigned") != "16384" {
                         return Err(ConnectError::Incomplete {
-                            nodes: nodes.join(","),
+                            nodes: without_passwords(nodes),
                             detail: format!(
                                 "cluster_state:{} cluster_slots_assigned:{}",
                                 field("cluster_state"),
@@ -228,6 +226,10 @@ impl Endpoint {
 
 fn certificates(pem: &[u8]) -> redis::TlsCertificates {
     redis::TlsCertificates { client_tls: None, root_cert: Some(pem.to_vec()) }
+}
+
+fn without_passwords(urls: &[String]) -> String {
+    urls.iter().map(|url| strip_password(url)).collect::<Vec<_>>().join(",")
 }
 
 fn strip_password(url: &str) -> String {
