@@ -45,14 +45,25 @@ ensure_cargo_tool() { # ensure_cargo_tool SUBCOMMAND COMPONENT
 }
 
 wait_for() { # wait_for SECONDS DESCRIPTION COMMAND...
-    local seconds=$1 what=$2
-    shift 2
-    local i
+    poll_for "$1" "${@:3}" || die "$2 did not come up within ${1}s"
+}
+
+# An instance's log, on standard input, says it last started serving in
+# MODE (a restart that failed leaves the other mode's instance answering).
+last_served_in() { # last_served_in MODE < LOG
+    sed 's/\x1b\[[0-9;]*m//g' | grep ' serving' | tail -1 | grep -q "mode=\"$1\""
+}
+
+# Polls COMMAND every 0.2 s for up to SECONDS; fails instead of dying, for
+# a caller that shows what went wrong first.
+poll_for() { # poll_for SECONDS COMMAND...
+    local seconds=$1 i
+    shift
     for ((i = 0; i < seconds * 5; i++)); do
         if "$@" >/dev/null 2>&1; then return 0; fi
         sleep 0.2
     done
-    die "$what did not come up within ${seconds}s"
+    return 1
 }
 
 # The root account through the unix socket: how a fresh Debian MariaDB
