@@ -57,7 +57,7 @@ ensure_primary_binlog() {
 # .stack/replica.env.
 ensure_replication_account() {
     if [ ! -f "$STATE_DIR/replica.env" ]; then
-        (umask 077 && printf 'HMDP_REPL_PASSWORD=%s\n' "$(head -c 18 /dev/urandom | base64 | tr -dc 'A-Za-z0-9')" \
+        (umask 077 && printf 'HMDP_REPL_PASSWORD=%s\n' "$(random_secret 18)" \
             >"$STATE_DIR/replica.env")
     fi
     # shellcheck disable=SC1091
