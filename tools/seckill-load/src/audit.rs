@@ -16,6 +16,14 @@ pub struct Snapshot {
 }
 
 impl Snapshot {
+    pub fn new(stock: i64, orders: i64) -> Self {
+        Self { stock, orders }
+    }
+
+    pub fn stock(&self) -> i64 {
+        self.stock
+    }
+
     pub async fn read(db: &MySqlPool, voucher: u64) -> anyhow::Result<Self> {
         let stock: i32 = sqlx::query_scalar("SELECT stock FROM tb_seckill_voucher WHERE voucher_id = ?")
             .bind(voucher)
@@ -221,7 +229,7 @@ impl Audit {
 
 /// Answers against rows, user by user: what a fault can make the service
 /// say wrongly.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct AnswerCheck {
     /// Success answers whose order id has no row.
@@ -253,7 +261,11 @@ pub async fn check_answers(
 }
 
 /// The verdict from the rows (user -> order id) and the answers alone.
-fn judge_answers(user_ids: &[u64], rows: &HashMap<u64, i64>, answers: &[(usize, Outcome, Option<i64>)]) -> AnswerCheck {
+pub(crate) fn judge_answers(
+    user_ids: &[u64],
+    rows: &HashMap<u64, i64>,
+    answers: &[(usize, Outcome, Option<i64>)],
+) -> AnswerCheck {
     let row_ids: HashSet<i64> = rows.values().copied().collect();
     let mut told: HashSet<u64> = HashSet::new();
     let mut success_without_row = 0;

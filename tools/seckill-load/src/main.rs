@@ -14,6 +14,12 @@
 //!
 //! `crowd` is the opening instant instead (src/crowd.rs): the connections
 //! are opened and held before the window opens and all order at once.
+//!
+//!     seckill-load --stock 200 --users 1000 --history sale.jsonl
+//!     seckill-load check-history --history sale.jsonl
+//!
+//! `--history` keeps every request's answer on disk; `check-history` reads
+//! it against the tables afterwards (src/history.rs).
 
 mod aftersale;
 mod audit;
@@ -21,6 +27,7 @@ mod chaos;
 mod cpu;
 mod crowd;
 mod guarded;
+mod history;
 mod report;
 mod sale;
 mod voucher;
@@ -104,6 +111,11 @@ struct Args {
     /// Also write the report and the audit as JSON.
     #[arg(long)]
     json: Option<PathBuf>,
+    /// Every request's answer, one JSON line each (when sent and
+    /// answered, the user, the status, the `errorCode`, the order id), for
+    /// `seckill-load check-history` to read against the tables.
+    #[arg(long, conflicts_with = "ceiling")]
+    history: Option<PathBuf>,
     /// Fail when any request ended outside the expected outcomes.
     #[arg(long)]
     fail_on_other: bool,
@@ -156,6 +168,10 @@ fn main() -> anyhow::Result<()> {
         Some("crowd") => {
             let args = crowd::CrowdArgs::parse_from(std::env::args().skip(1));
             return tokio::runtime::Runtime::new()?.block_on(crowd::run(args));
+        }
+        Some("check-history") => {
+            let args = history::CheckArgs::parse_from(std::env::args().skip(1));
+            return tokio::runtime::Runtime::new()?.block_on(history::check(args));
         }
         _ => {}
     }
@@ -214,6 +230,15 @@ async fn sale(args: Args) -> anyhow::Result<()> {
     eprintln!();
 
     let Some(before) = before else { return ceiling(&args, &plan, &tally, &cpu_before) };
+    if let Some(path) = &args.history {
+        let sale = history::Header {
+            voucher_id: voucher,
+            stock_before: before.stock(),
+            orders_before: before.orders,
+            buyers: plan.buyers as u64,
+        };
+        history::write(path, &sale, &tally.history)?;
+    }
     let mut run = Run { plan: &plan, tally, retried, guard_report };
     let settled = settle(&args, &mut run, db, &before, &cpu_before).await?;
     print_sale(&run, &settled);
@@ -533,7 +558,7 @@ fn retry_until(deadline: Instant, what: &str, err: impl Into<anyhow::Error>) -> 
 /// unexpected answer what it was, by status (`HTTP 500 INTERNAL`,
 /// `HTTP 502 not an envelope`, `no answer: timeout`).
 /// The sum of the stock changes written to `path` (absent: none).
-fn read_stock_deltas(path: &std::path::Path) -> anyhow::Result<i64> {
+pub(crate) fn read_stock_deltas(path: &std::path::Path) -> anyhow::Result<i64> {
     let text = match std::fs::read_to_string(path) {
         Ok(text) => text,
         Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(0),

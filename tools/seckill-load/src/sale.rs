@@ -17,12 +17,21 @@ use serde_json::Value;
 use crate::{
     Args,
     guarded::{self, Admitted, Greedy, Ledger},
+    history,
     report::{Outcome, Recorder},
 };
 
 /// An answer as the report counts it: the outcome, the order id when
 /// there is one, and what an unexpected answer was.
 type Answer = (Outcome, Option<i64>, Option<String>);
+
+/// What the answer said, for the history: its status (none when nothing
+/// came back) and its `errorCode`.
+#[derive(Default)]
+struct Said {
+    status: Option<u16>,
+    code: Option<String>,
+}
 
 /// What every worker of one sale shares, fixed before the first request.
 pub(crate) struct Plan {
@@ -89,14 +98,16 @@ impl Plan {
     }
 
     /// Request `i`'s order at `url`, sent again with its key while the
-    /// answer says a retry is safe, up to `retries` times.
-    async fn order(&self, url: &str, user: usize, i: usize, retried: &AtomicUsize) -> Answer {
+    /// answer says a retry is safe, up to `retries` times; the last answer,
+    /// and how many attempts it took.
+    async fn order(&self, url: &str, user: usize, i: usize, retried: &AtomicUsize) -> (Answer, Said, u32) {
         let key = (self.retries > 0).then(|| format!("load-{}-{i}", self.run));
         let mut attempt = 0;
         loop {
-            let answer = call(&self.client, self.method.clone(), url, &self.tokens[user].token, key.as_deref()).await;
+            let (answer, said) =
+                call(&self.client, self.method.clone(), url, &self.tokens[user].token, key.as_deref()).await;
             if attempt >= self.retries || !retryable(&answer) {
-                return answer;
+                return (answer, said, attempt + 1);
             }
             attempt += 1;
             retried.fetch_add(1, Ordering::Relaxed);
@@ -125,6 +136,8 @@ pub(crate) struct Tally {
     pub(crate) sold_out_at: Vec<Instant>,
     /// When the last order that won a unit was sent.
     pub(crate) last_sale_sent: Option<Instant>,
+    /// Every order sent, as `--history` writes it.
+    pub(crate) history: Vec<history::Entry>,
 }
 
 impl Tally {
@@ -136,6 +149,7 @@ impl Tally {
             succeeded_at: Vec::new(),
             sold_out_at: Vec::new(),
             last_sale_sent: None,
+            history: Vec::new(),
         }
     }
 
@@ -171,6 +185,7 @@ impl Tally {
         self.answers.extend(part.answers);
         self.succeeded_at.extend(part.succeeded_at);
         self.sold_out_at.extend(part.sold_out_at);
+        self.history.extend(part.history);
         self.last_sale_sent = self.last_sale_sent.max(part.last_sale_sent);
         for (what, n) in part.others {
             *self.others.entry(what).or_default() += n;
@@ -244,12 +259,23 @@ async fn worker(
         } else {
             plan.url.clone()
         };
-        let sent = Instant::now();
+        let (sent, sent_ms) = (Instant::now(), unix_ms());
         if plan.guarded {
             ledger.order_sent(sent);
         }
-        let answer = plan.order(&url, user, i, &counters.retried).await;
+        let (answer, said, attempts) = plan.order(&url, user, i, &counters.retried).await;
         let answered = Instant::now();
+        tally.history.push(history::Entry {
+            sent_ms,
+            answered_ms: unix_ms(),
+            user,
+            user_id: plan.tokens[user].id,
+            status: said.status,
+            error_code: said.code,
+            order_id: answer.1,
+            outcome: answer.0,
+            attempts,
+        });
         if plan.guarded {
             ledger.order_answered(sent, answered);
             if greedy.is(user) && matches!(answer.0, Outcome::Success | Outcome::Unreplicated) {
@@ -274,13 +300,17 @@ fn retryable(answer: &Answer) -> bool {
     }
 }
 
+fn unix_ms() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |t| t.as_millis() as u64)
+}
+
 async fn call(
     client: &reqwest::Client,
     method: reqwest::Method,
     url: &str,
     token: &str,
     idempotency_key: Option<&str>,
-) -> Answer {
+) -> (Answer, Said) {
     let mut request = client.request(method, url).header("authorization", token);
     if let Some(key) = idempotency_key {
         request = request.header("idempotency-key", key);
@@ -295,14 +325,19 @@ async fn call(
             } else {
                 "connection lost"
             };
-            return other(format!("no answer: {kind}"), format!("{err:?}"));
+            return (other(format!("no answer: {kind}"), format!("{err:?}")), Said::default());
         }
     };
     let status = resp.status();
-    match resp.json::<Value>().await {
-        Ok(body) => read_answer(status, body),
+    let mut said = Said { status: Some(status.as_u16()), code: None };
+    let answer = match resp.json::<Value>().await {
+        Ok(body) => {
+            said.code = body["errorCode"].as_str().map(str::to_owned);
+            read_answer(status, body)
+        }
         Err(_) => other(format!("HTTP {} not an envelope", status.as_u16()), format!("HTTP {status}")),
-    }
+    };
+    (answer, said)
 }
 
 /// An answer of the order route (or the path route's refusal), read as

@@ -1,0 +1,306 @@
+//! A history of every request a sale sent (`--history FILE`), and a checker
+//! that reads it against the tables afterwards (`seckill-load
+//! check-history`). The history is what the clients were told, one JSON
+//! line each, kept on disk: a run's verdict can be worked out again, by
+//! another tool, after the stack is gone. The checker holds each answer to
+//! the rows: a 200 must have its row, a 202 may have lost it (its answer
+//! said so), and an answer that settled nothing (503, 502, 504, no answer
+//! at all) leaves the order either there or not, which the checker finds
+//! out for each.
+//!
+//! The file: a first line `{"sale": Header}`, then one `Entry` a line.
+
+use std::{
+    collections::HashMap,
+    io::{BufRead, Write},
+    path::{Path, PathBuf},
+};
+
+use anyhow::Context;
+use serde::{Deserialize, Serialize};
+use sqlx::MySqlPool;
+
+use crate::{audit, report::Outcome};
+
+/// The sale the requests were sent to, as it stood before the first.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct Header {
+    pub voucher_id: u64,
+    pub stock_before: i64,
+    pub orders_before: i64,
+    /// Users who came to buy (bots aside).
+    pub buyers: u64,
+}
+
+/// One request, by its last answer (a retrying client's attempts are one
+/// request).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct Entry {
+    /// Unix time in ms: the first attempt sent, the last answered.
+    pub sent_ms: u64,
+    pub answered_ms: u64,
+    /// The user's place in the run, and its id when known.
+    pub user: usize,
+    pub user_id: Option<u64>,
+    /// None: no answer (the connection failed or was lost).
+    pub status: Option<u16>,
+    pub error_code: Option<String>,
+    pub order_id: Option<i64>,
+    pub outcome: Outcome,
+    pub attempts: u32,
+}
+
+impl Entry {
+    /// An answer that says nothing of the order: it may exist or not.
+    fn settled_nothing(&self) -> bool {
+        matches!(self.status, None | Some(502..=504))
+    }
+}
+
+#[derive(Serialize, Deserialize)]
+struct HeaderLine {
+    sale: Header,
+}
+
+pub fn write(path: &Path, header: &Header, entries: &[Entry]) -> anyhow::Result<()> {
+    let file = std::fs::File::create(path).with_context(|| format!("writing {}", path.display()))?;
+    let mut out = std::io::BufWriter::new(file);
+    serde_json::to_writer(&mut out, &HeaderLine { sale: header.clone() })?;
+    out.write_all(b"\n")?;
+    let mut sorted: Vec<&Entry> = entries.iter().collect();
+    sorted.sort_by_key(|e| e.sent_ms);
+    for entry in sorted {
+        serde_json::to_writer(&mut out, entry)?;
+        out.write_all(b"\n")?;
+    }
+    out.flush()?;
+    Ok(())
+}
+
+pub fn read(path: &Path) -> anyhow::Result<(Header, Vec<Entry>)> {
+    let file = std::fs::File::open(path).with_context(|| format!("reading {}", path.display()))?;
+    let mut lines = std::io::BufReader::new(file).lines();
+    let first = lines.next().context("the history is empty: not even its sale")??;
+    let HeaderLine { sale } = serde_json::from_str(&first).context("the history's first line is not its sale")?;
+    let mut entries = Vec::new();
+    for (n, line) in lines.enumerate() {
+        let line = line?;
+        entries.push(serde_json::from_str(&line).with_context(|| format!("line {} of the history", n + 2))?);
+    }
+    Ok((sale, entries))
+}
+
+#[derive(clap::Parser)]
+#[command(name = "seckill-load check-history", about = "Read a sale's history (--history) against the tables")]
+pub struct CheckArgs {
+    #[arg(long)]
+    history: PathBuf,
+    /// When the fault was healed (Unix ms): the checker says how long the
+    /// service took to answer normally again after it.
+    #[arg(long)]
+    healed_at_ms: Option<u64>,
+    /// Stock changed mid-sale through the admin's route (the sale's
+    /// `--stock-delta-file`): counted as there from the start.
+    #[arg(long)]
+    stock_delta_file: Option<PathBuf>,
+    /// A fault that kills an instance takes its answers with it: rows
+    /// whose user was never told are counted, not failed.
+    #[arg(long)]
+    untold_allowed: bool,
+    #[command(flatten)]
+    db: hmdp::config::DatabaseUrl,
+}
+
+/// What the history and the tables say together.
+#[derive(Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Findings {
+    pub requests: usize,
+    /// Each answer against its user's row (None when a user's id is
+    /// unknown): 200s and 202s without their row, rows never told.
+    pub answers: Option<audit::AnswerCheck>,
+    pub accepted: u64,
+    /// Answers that settled nothing, and how many of those users hold an
+    /// order all the same.
+    pub unsettled: u64,
+    pub unsettled_with_order: u64,
+    /// From the heal to the last answer that settled nothing or was a 503.
+    pub abnormal_after_heal_ms: Option<u64>,
+}
+
+/// Each entry against the rows (user id -> the order that user holds).
+pub fn find(entries: &[Entry], rows: &HashMap<u64, i64>, healed_at_ms: Option<u64>) -> Findings {
+    let mut findings = Findings {
+        requests: entries.len(),
+        answers: None,
+        accepted: entries.iter().filter(|e| e.outcome == Outcome::Unreplicated).count() as u64,
+        unsettled: 0,
+        unsettled_with_order: 0,
+        abnormal_after_heal_ms: None,
+    };
+    for e in entries {
+        if e.settled_nothing() {
+            findings.unsettled += 1;
+            findings.unsettled_with_order += u64::from(e.user_id.is_some_and(|u| rows.contains_key(&u)));
+        }
+        if let Some(healed) = healed_at_ms
+            && e.sent_ms >= healed
+            && (e.settled_nothing() || e.outcome == Outcome::Unavailable)
+        {
+            let after = e.answered_ms.saturating_sub(healed);
+            findings.abnormal_after_heal_ms = Some(findings.abnormal_after_heal_ms.unwrap_or(0).max(after));
+        }
+    }
+    // The audit's own judgment, on the users as the history names them.
+    let mut user_ids = vec![None; entries.iter().map(|e| e.user + 1).max().unwrap_or(0)];
+    for e in entries {
+        user_ids[e.user] = e.user_id;
+    }
+    if let Some(user_ids) = user_ids.into_iter().collect::<Option<Vec<u64>>>() {
+        let answers: Vec<(usize, Outcome, Option<i64>)> =
+            entries.iter().map(|e| (e.user, e.outcome, e.order_id)).collect();
+        findings.answers = Some(audit::judge_answers(&user_ids, rows, &answers));
+    }
+    findings
+}
+
+/// `seckill-load check-history`: exits non-zero when a 200 has no row, a
+/// row was never told, the ledger does not add up, or there was nothing
+/// to check.
+pub async fn check(args: CheckArgs) -> anyhow::Result<()> {
+    let (sale, entries) = read(&args.history)?;
+    anyhow::ensure!(!entries.is_empty(), "the history holds no request: there is nothing to check");
+    let db = hmdp::startup::connect_database(args.db.as_str(), 2).await?;
+    let rows = live_rows(&db, sale.voucher_id).await?;
+    let findings = find(&entries, &rows, args.healed_at_ms);
+    let count = |o: Outcome| entries.iter().filter(|e| e.outcome == o).count() as u64;
+    let stock_added = match &args.stock_delta_file {
+        Some(path) => crate::read_stock_deltas(path)?,
+        None => 0,
+    };
+    let before = audit::Snapshot::new(sale.stock_before, sale.orders_before);
+    let after = audit::Snapshot::read(&db, sale.voucher_id).await?;
+    let ledger = audit::Audit::new(
+        &db,
+        sale.voucher_id,
+        &before,
+        &after,
+        count(Outcome::Success),
+        count(Outcome::Unreplicated),
+        stock_added,
+    )
+    .await?;
+    println!("{}", serde_json::to_string_pretty(&serde_json::json!({ "findings": findings, "ledger": ledger }))?);
+    let mut problems = Vec::new();
+    match &findings.answers {
+        None => problems.push("users of unknown id: the answers cannot be held to the rows".into()),
+        Some(a) if a.success_without_row > 0 => {
+            problems.push(format!("{} answers of 200 without their row", a.success_without_row));
+        }
+        Some(a) if a.rows_told_failed > 0 && !args.untold_allowed => {
+            problems.push(format!("{} rows whose user was never told", a.rows_told_failed));
+        }
+        Some(_) => {}
+    }
+    // Untold rows are orders of no success answer: the ledger would count
+    // them against the answers too.
+    let untold = findings.answers.as_ref().map_or(0, |a| a.rows_told_failed) as i64;
+    let ledger_holds = ledger.passed
+        || (args.untold_allowed
+            && ledger.oversold == 0
+            && ledger.duplicate_pairs == 0
+            && ledger.stock_plus_orders_is_initial
+            && ledger.new_orders <= (ledger.success_answers + ledger.unreplicated_answers) as i64 + untold);
+    if !ledger_holds {
+        problems
+            .push("the ledger does not add up (oversold, a duplicate, stock + orders, orders against answers)".into());
+    }
+    anyhow::ensure!(problems.is_empty(), "the history against the tables: {}", problems.join("; "));
+    Ok(())
+}
+
+/// User id -> the live order that user holds for the voucher.
+async fn live_rows(db: &MySqlPool, voucher: u64) -> anyhow::Result<HashMap<u64, i64>> {
+    Ok(sqlx::query_as::<_, (u64, i64)>("SELECT user_id, id FROM tb_voucher_order WHERE live_voucher = ?")
+        .bind(voucher)
+        .fetch_all(db)
+        .await?
+        .into_iter()
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(user: usize, outcome: Outcome, status: Option<u16>, order_id: Option<i64>, sent_ms: u64) -> Entry {
+        Entry {
+            sent_ms,
+            answered_ms: sent_ms + 5,
+            user,
+            user_id: Some(user as u64 + 100),
+            status,
+            error_code: None,
+            order_id,
+            outcome,
+            attempts: 1,
+        }
+    }
+
+    #[test]
+    fn a_history_written_reads_back_the_same() {
+        let path = std::env::temp_dir().join(format!("history-{}.jsonl", std::process::id()));
+        let header = Header { voucher_id: 7, stock_before: 100, orders_before: 0, buyers: 2 };
+        let entries =
+            vec![entry(2, Outcome::SoldOut, Some(409), None, 20), entry(1, Outcome::Success, Some(200), Some(9), 10)];
+        write(&path, &header, &entries).unwrap();
+        let (read_header, read_entries) = read(&path).unwrap();
+        std::fs::remove_file(&path).ok();
+        assert_eq!(read_header, header);
+        assert_eq!(read_entries, vec![entries[1].clone(), entries[0].clone()], "sorted by the time sent");
+    }
+
+    #[test]
+    fn a_200_without_its_row_is_found_and_a_202_without_it_only_counted() {
+        // User i has id 100 + i; user 0 holds order 500.
+        let rows = HashMap::from([(100, 500)]);
+        let entries = [
+            entry(0, Outcome::Success, Some(200), Some(500), 0),
+            entry(1, Outcome::Success, Some(200), Some(501), 0),
+            entry(2, Outcome::Unreplicated, Some(202), Some(502), 0),
+        ];
+        let found = find(&entries, &rows, None);
+        let answers = found.answers.unwrap();
+        assert_eq!((answers.success_without_row, found.accepted, answers.unreplicated_without_row), (1, 1, 1));
+        assert_eq!(answers.rows_told_failed, 0);
+    }
+
+    #[test]
+    fn an_answer_that_settled_nothing_is_resolved_against_the_rows() {
+        let rows = HashMap::from([(100, 500)]);
+        let entries = [entry(0, Outcome::Other, None, None, 0), entry(1, Outcome::Other, Some(502), None, 0)];
+        let found = find(&entries, &rows, None);
+        assert_eq!((found.unsettled, found.unsettled_with_order), (2, 1));
+        assert_eq!(found.answers.unwrap().rows_told_failed, 1, "user 0 holds an order nobody told it of");
+    }
+
+    #[test]
+    fn users_of_unknown_id_leave_the_answers_unjudged() {
+        let mut unknown = entry(0, Outcome::Success, Some(200), Some(500), 0);
+        unknown.user_id = None;
+        assert_eq!(find(&[unknown], &HashMap::new(), None).answers, None);
+    }
+
+    #[test]
+    fn the_time_to_answer_normally_runs_from_the_heal_to_the_last_abnormal_answer() {
+        let entries = [
+            entry(0, Outcome::Unavailable, Some(503), None, 900),
+            entry(1, Outcome::Unavailable, Some(503), None, 1_200),
+            entry(2, Outcome::SoldOut, Some(409), None, 1_500),
+        ];
+        assert_eq!(find(&entries, &HashMap::new(), Some(1_000)).abnormal_after_heal_ms, Some(205));
+        assert_eq!(find(&entries, &HashMap::new(), Some(1_300)).abnormal_after_heal_ms, None);
+    }
+}
