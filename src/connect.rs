@@ -10,17 +10,38 @@ use sqlx::{
     mysql::{MySqlConnectOptions, MySqlConnection, MySqlPoolOptions},
 };
 
-use crate::config::RedisSettings;
+use crate::config::{DatabaseSettings, RedisSettings};
 
 /// Connects, first creating the database named in the URL when it does not
 /// exist (a fresh MariaDB has none).
 pub async fn connect_database(url: &str, max_connections: u32) -> anyhow::Result<MySqlPool> {
+    connect_pool(url, max_connections, None).await
+}
+
+/// The instance's own pool, whose sessions MariaDB ends when a
+/// transaction of theirs sits idle past `DB_IDLE_TRANSACTION_TIMEOUT_S`
+/// (a locking read holds the stock row as well as a write does):
+/// an instance cut off mid-transaction would otherwise hold the sale's
+/// stock row, and stop every other order, for as long as the cut lasts.
+pub(crate) async fn connect_service_database(settings: &DatabaseSettings) -> anyhow::Result<MySqlPool> {
+    connect_pool(settings.url.as_str(), settings.max_connections, Some(settings.idle_transaction_timeout_s)).await
+}
+
+async fn connect_pool(url: &str, max_connections: u32, idle_write_timeout_s: Option<u32>) -> anyhow::Result<MySqlPool> {
     let options: MySqlConnectOptions = url.parse().context("parsing DATABASE_URL")?;
     let database = options.get_database().context("DATABASE_URL names no database")?.to_owned();
     ensure_database(&options, &database).await?;
     MySqlPoolOptions::new()
         .max_connections(max_connections)
         .acquire_timeout(Duration::from_secs(5))
+        .after_connect(move |conn, _| {
+            Box::pin(async move {
+                if let Some(seconds) = idle_write_timeout_s {
+                    sqlx::query("SET SESSION idle_transaction_timeout = ?").bind(seconds).execute(conn).await?;
+                }
+                Ok(())
+            })
+        })
         .connect_with(options.log_statements(tracing::log::LevelFilter::Trace))
         .await
         .with_context(|| format!("connecting to MariaDB database {database}"))
@@ -116,4 +137,47 @@ pub(crate) async fn connect_redis_with(settings: &RedisSettings, response_timeou
     }
     let described = endpoint.describe();
     endpoint.connect(response_timeout).await.with_context(|| format!("connecting to Redis ({described})"))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use sqlx::MySqlPool;
+
+    use super::connect_service_database;
+    use crate::config::{DatabaseSettings, DatabaseUrl};
+
+    /// What an instance cut off from MariaDB mid-transaction leaves: a
+    /// transaction nobody finishes, holding the stock row (here by a
+    /// locking read, as a group's transaction takes it before it writes).
+    /// The server ends it, and the row is free again.
+    #[sqlx::test(migrations = "./migrations")]
+    async fn the_services_pool_has_an_idle_transaction_ended_by_the_server_and_its_rows_freed(pool: MySqlPool) {
+        let database: String = sqlx::query_scalar("SELECT DATABASE()").fetch_one(&pool).await.unwrap();
+        let server = std::env::var("DATABASE_URL").expect("DATABASE_URL");
+        let (server, _) = server.rsplit_once('/').expect("a database in DATABASE_URL");
+        let settings = DatabaseSettings {
+            url: DatabaseUrl::new(format!("{server}/{database}")),
+            max_connections: 1,
+            idle_transaction_timeout_s: 1,
+        };
+        sqlx::query("INSERT INTO tb_user (phone, nick_name) VALUES ('13900000001', 'held')")
+            .execute(&pool)
+            .await
+            .unwrap();
+        let held = "SELECT id FROM tb_user WHERE phone = '13900000001' FOR UPDATE";
+        let service = connect_service_database(&settings).await.unwrap();
+        let mut idle = service.begin().await.unwrap();
+        sqlx::query(held).execute(&mut *idle).await.unwrap();
+        let mut other = pool.begin().await.unwrap();
+        let nowait = format!("{held} NOWAIT");
+        assert!(sqlx::query(&nowait).execute(&mut *other).await.is_err(), "the row is held to begin with");
+        other.rollback().await.unwrap();
+        tokio::time::sleep(Duration::from_millis(2_500)).await;
+        let after = sqlx::query("SELECT 1").execute(&mut *idle).await;
+        assert!(after.is_err(), "a transaction idle past its timeout was left open");
+        let mut other = pool.begin().await.unwrap();
+        sqlx::query(&nowait).execute(&mut *other).await.expect("the row was freed");
+    }
 }

@@ -83,7 +83,7 @@ pub fn raise_descriptor_limit() -> u64 {
 }
 
 pub(crate) async fn build_state(config: Config) -> anyhow::Result<AppState> {
-    let db = connect_database(config.db.url.as_str(), config.db.max_connections).await?;
+    let db = crate::connect::connect_service_database(&config.db).await?;
     migrate(&db).await?;
     verify_safety_constraints(&db).await?;
     let replica = match config.replica.url() {

@@ -81,7 +81,7 @@ async fn health_and_ready_answer_200_when_dependencies_are_up() {
 #[tokio::test]
 async fn ready_is_503_when_mariadb_is_gone() {
     let app = TestApp::spawn().await;
-    app.db.close().await;
+    app.state.db.close().await;
     expect_error(app.get("/ready", None).await, StatusCode::SERVICE_UNAVAILABLE, "UNAVAILABLE").await;
     expect_ok(app.get("/health", None).await).await;
 }

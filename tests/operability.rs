@@ -152,7 +152,6 @@ async fn a_voucher_in_segments_shows_each_segments_stock_buyers_and_stream() {
 async fn a_dependency_error_is_counted() {
     let app = TestApp::spawn().await;
     let before = sample(&scrape(&app).await, "hmdp_dependency_errors_total", &[("dependency", "database")]);
-    app.db.close().await;
     app.state.db.close().await;
     let resp = app.get("/voucher/list/1", None).await;
     assert_eq!(resp.status(), StatusCode::SERVICE_UNAVAILABLE);

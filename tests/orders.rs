@@ -187,7 +187,7 @@ async fn an_unknown_voucher_is_remembered_so_a_flood_of_it_does_not_reach_mariad
     let (_, token) = app.seed_users(1).await.remove(0);
     expect_error(app.order(424_242, &token).await, StatusCode::NOT_FOUND, "NOT_FOUND").await;
     // With MariaDB gone, only the memory can answer.
-    app.db.close().await;
+    app.state.db.close().await;
     expect_error(app.order(424_242, &token).await, StatusCode::NOT_FOUND, "NOT_FOUND").await;
 }
 

@@ -7,6 +7,9 @@ use super::redact::without_password;
 
 const DEFAULT_DATABASE_URL: &str = "mysql://root@127.0.0.1:3306/hmdp";
 const DEFAULT_DB_MAX_CONNECTIONS: u32 = 32;
+/// An order's transaction runs its statements back to back in
+/// milliseconds: one idle on the server for seconds has lost its instance.
+const DEFAULT_DB_IDLE_TRANSACTION_TIMEOUT_S: u32 = 2;
 const DEFAULT_REDIS_URL: &str = "redis://127.0.0.1:6379";
 
 /// Where MariaDB is, and all a tool that opens a small pool of its own
@@ -63,11 +66,31 @@ pub struct DatabaseSettings {
         value_parser = clap::value_parser!(u32).range(1..=10_000)
     )]
     pub max_connections: u32,
+
+    /// Seconds a transaction of the instance's may sit idle on the server
+    /// before MariaDB ends it and gives back the rows it held
+    /// (`idle_transaction_timeout` on each of the pool's sessions), 1 to
+    /// 3,600. An instance cut off from MariaDB mid-transaction holds
+    /// the voucher's stock row, which every other order of the sale waits
+    /// for, until the server ends that transaction: without this, until
+    /// the link heals or `wait_timeout` (8 hours by default) passes.
+    #[arg(
+        id = "db_idle_transaction_timeout_s",
+        long = "db-idle-transaction-timeout-s",
+        env = "DB_IDLE_TRANSACTION_TIMEOUT_S",
+        default_value_t = DEFAULT_DB_IDLE_TRANSACTION_TIMEOUT_S,
+        value_parser = clap::value_parser!(u32).range(1..=3_600)
+    )]
+    pub idle_transaction_timeout_s: u32,
 }
 
 impl Default for DatabaseSettings {
     fn default() -> Self {
-        Self { url: DatabaseUrl::default(), max_connections: DEFAULT_DB_MAX_CONNECTIONS }
+        Self {
+            url: DatabaseUrl::default(),
+            max_connections: DEFAULT_DB_MAX_CONNECTIONS,
+            idle_transaction_timeout_s: DEFAULT_DB_IDLE_TRANSACTION_TIMEOUT_S,
+        }
     }
 }
 

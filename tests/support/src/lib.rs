@@ -24,6 +24,10 @@ use tokio::sync::oneshot;
 
 pub struct TestApp {
     pub api: Api,
+    /// The test's own way into the instance's database, from outside it:
+    /// not the instance's pool, whose sessions MariaDB ends when a
+    /// transaction sits idle (`DB_IDLE_TRANSACTION_TIMEOUT_S`), as a row
+    /// the test holds does on purpose.
     pub db: MySqlPool,
     pub redis: Redis,
     pub keys: Keys,
@@ -81,6 +85,7 @@ impl TestApp {
 
     async fn start(config: Config, database: String, owns_data: bool) -> Self {
         let proxy_socket = config.server.proxy_socket.clone().expect("the test config names a socket");
+        let db = hmdp::startup::connect_database(config.db.url.as_str(), 16).await.expect("the test's own pool");
         let app = Application::build(config).await.expect("app builds");
         let state = app.state().clone();
         let api = Api::new(format!("http://127.0.0.1:{}", app.port()), ADMIN_KEY, 64);
@@ -91,7 +96,7 @@ impl TestApp {
         }));
         Self {
             api,
-            db: state.db.clone(),
+            db,
             redis: state.redis.clone(),
             keys: Keys::new(&state.config.redis.key_prefix),
             state,
