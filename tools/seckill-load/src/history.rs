@@ -109,6 +109,11 @@ pub struct CheckArgs {
     /// whose user was never told are counted, not failed.
     #[arg(long)]
     untold_allowed: bool,
+    /// Fail when the sale went longer than this without selling (between
+    /// two successes): a fault that cuts one instance off must leave the
+    /// other selling.
+    #[arg(long)]
+    max_stall_ms: Option<u64>,
     #[command(flatten)]
     db: hmdp::config::DatabaseUrl,
 }
@@ -128,6 +133,9 @@ pub struct Findings {
     pub unsettled_with_order: u64,
     /// From the heal to the last answer that settled nothing or was a 503.
     pub abnormal_after_heal_ms: Option<u64>,
+    /// The longest the sale went without selling: between two successes,
+    /// by the time each was answered.
+    pub longest_stall_ms: u64,
 }
 
 /// Each entry against the rows (user id -> the order that user holds).
@@ -139,6 +147,7 @@ pub fn find(entries: &[Entry], rows: &HashMap<u64, i64>, healed_at_ms: Option<u6
         unsettled: 0,
         unsettled_with_order: 0,
         abnormal_after_heal_ms: None,
+        longest_stall_ms: longest_stall_ms(entries),
     };
     for e in entries {
         if e.settled_nothing() {
@@ -164,6 +173,16 @@ pub fn find(entries: &[Entry], rows: &HashMap<u64, i64>, healed_at_ms: Option<u6
         findings.answers = Some(audit::judge_answers(&user_ids, rows, &answers));
     }
     findings
+}
+
+fn longest_stall_ms(entries: &[Entry]) -> u64 {
+    let mut sold: Vec<u64> = entries
+        .iter()
+        .filter(|e| matches!(e.outcome, Outcome::Success | Outcome::Unreplicated))
+        .map(|e| e.answered_ms)
+        .collect();
+    sold.sort_unstable();
+    sold.windows(2).map(|pair| pair[1] - pair[0]).max().unwrap_or(0)
 }
 
 /// `seckill-load check-history`: exits non-zero when a 200 has no row, a
@@ -203,6 +222,11 @@ pub async fn check(args: CheckArgs) -> anyhow::Result<()> {
             problems.push(format!("{} rows whose user was never told", a.rows_told_failed));
         }
         Some(_) => {}
+    }
+    if let Some(bound) = args.max_stall_ms
+        && findings.longest_stall_ms > bound
+    {
+        problems.push(format!("the sale sold nothing for {} ms (at most {bound})", findings.longest_stall_ms));
     }
     // Untold rows are orders of no success answer: the ledger would count
     // them against the answers too.
@@ -291,6 +315,18 @@ mod tests {
         let mut unknown = entry(0, Outcome::Success, Some(200), Some(500), 0);
         unknown.user_id = None;
         assert_eq!(find(&[unknown], &HashMap::new(), None).answers, None);
+    }
+
+    #[test]
+    fn the_longest_stall_is_the_widest_gap_between_two_sales() {
+        let entries = [
+            entry(0, Outcome::Success, Some(200), Some(500), 0),
+            entry(1, Outcome::Unavailable, Some(503), None, 100),
+            entry(2, Outcome::Success, Some(200), Some(502), 4_000),
+            entry(3, Outcome::Unreplicated, Some(202), Some(503), 4_100),
+        ];
+        assert_eq!(find(&entries, &HashMap::new(), None).longest_stall_ms, 4_000);
+        assert_eq!(find(&entries[..1], &HashMap::new(), None).longest_stall_ms, 0);
     }
 
     #[test]
