@@ -27,7 +27,11 @@ pub(crate) async fn connect_service_database(settings: &DatabaseSettings) -> any
     connect_pool(settings.url.as_str(), settings.max_connections, Some(settings.idle_transaction_timeout_s)).await
 }
 
-async fn connect_pool(url: &str, max_connections: u32, idle_write_timeout_s: Option<u32>) -> anyhow::Result<MySqlPool> {
+async fn connect_pool(
+    url: &str,
+    max_connections: u32,
+    idle_transaction_timeout_s: Option<u32>,
+) -> anyhow::Result<MySqlPool> {
     let options: MySqlConnectOptions = url.parse().context("parsing DATABASE_URL")?;
     let database = options.get_database().context("DATABASE_URL names no database")?.to_owned();
     ensure_database(&options, &database).await?;
@@ -36,7 +40,7 @@ async fn connect_pool(url: &str, max_connections: u32, idle_write_timeout_s: Opt
         .acquire_timeout(Duration::from_secs(5))
         .after_connect(move |conn, _| {
             Box::pin(async move {
-                if let Some(seconds) = idle_write_timeout_s {
+                if let Some(seconds) = idle_transaction_timeout_s {
                     sqlx::query("SET SESSION idle_transaction_timeout = ?").bind(seconds).execute(conn).await?;
                 }
                 Ok(())
