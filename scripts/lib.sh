@@ -222,6 +222,9 @@ running() { # running PIDFILE PATTERN
 }
 
 # Stops a pid file's process (TERM, then KILL after 10 s) if it is ours.
+# scripts/hosts, from the scripts that run on the hosts.
+hosts() { bash "$ROOT/scripts/hosts" "$@"; }
+
 # A password or key of letters and digits from BYTES random bytes (about
 # 4/3 as many characters): no quoting needed in a URL, an env file, SQL or
 # a Redis ACL rule.
