@@ -224,6 +224,9 @@ running() { # running PIDFILE PATTERN
 # Stops a pid file's process (TERM, then KILL after 10 s) if it is ours.
 # scripts/hosts, from the scripts that run on the hosts.
 hosts() { bash "$ROOT/scripts/hosts" "$@"; }
+# HOST (of scripts/hosts) opens a TCP connection to IP:PORT within SECONDS
+# (default 1): what shows a link cut, healed or let in by a firewall.
+host_reaches() { ip netns exec "hmdp-$1" timeout "${4:-1}" bash -c "exec 3<>/dev/tcp/$2/$3" 2>/dev/null; }
 
 # A password or key of letters and digits from BYTES random bytes (about
 # 4/3 as many characters): no quoting needed in a URL, an env file, SQL or

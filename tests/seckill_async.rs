@@ -253,6 +253,67 @@ async fn an_order_no_replica_acknowledges_in_time_is_answered_202_with_its_id_an
 }
 
 #[tokio::test]
+async fn an_order_answered_202_that_a_demoted_master_took_along_ends_failed_with_its_unit_back() {
+    // No replica acknowledges: every order is answered 202, as on a master
+    // cut off from its replica.
+    let app = async_app_with(|c| {
+        c.seckill.asynchronous.order_replica_acks = Some(8);
+        c.seckill.asynchronous.order_replica_wait_ms = 50;
+    })
+    .await;
+    let voucher = app.open_seckill(2).await;
+    let users = app.seed_users(2).await;
+    let (buyer, token) = (users[0].0, &users[0].1);
+    // The row held: no batch persists the order before it is taken away.
+    let held = app.hold_stock_row(voucher).await;
+    let answer = app.order(voucher, token).await;
+    assert_eq!(answer.status(), StatusCode::ACCEPTED);
+    let id = answer.json::<serde_json::Value>().await.unwrap()["data"].as_str().unwrap().to_owned();
+
+    // The cut-off master demoted: the replica promoted in its place never
+    // saw the order, its entry, its buyer, nor the unit it took.
+    let sk = app.keys.seckill(voucher);
+    let redis = &mut app.redis.clone();
+    let entries: redis::streams::StreamRangeReply = redis.xrange_all(&sk.orders).await.unwrap();
+    let entry = entries.ids.iter().find(|e| e.get::<String>("id").as_deref() == Some(id.as_str())).unwrap();
+    redis::pipe()
+        .xdel(&sk.orders, &[&entry.id])
+        .hdel(&sk.pending, &id)
+        .hdel(&sk.holders, buyer)
+        .srem(&sk.buyers, buyer)
+        .incr(&sk.stock, 1)
+        .exec_async(redis)
+        .await
+        .unwrap();
+    held.rollback().await.unwrap();
+
+    // Within a few rounds of the instance's watch, its buyer is told FAILED.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while state_of_or_missing(&app, &id, token).await != "FAILED" {
+        assert!(Instant::now() < deadline, "order {id} never ended FAILED");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(app.orders_of(voucher).await.0, 0, "no row was written for it");
+    // Its unit and its buyer's place are back: both users buy, and the
+    // tables agree with Redis.
+    let tokens: Vec<&str> = users.iter().map(|(_, t)| t.as_str()).collect();
+    let counts = tally(&app.order_all(voucher, &tokens).await);
+    assert_eq!(counts.get("UNREPLICATED"), Some(&2), "{counts:?}");
+    let report = app.drained(voucher, Duration::from_secs(20)).await;
+    assert!(report.agrees(), "{}", report.render());
+    assert_eq!(app.orders_of(voucher).await.0, 2);
+}
+
+/// The order's state as its owner is told, or `MISSING` for a 404.
+async fn state_of_or_missing(app: &TestApp, order_id: &str, token: &str) -> String {
+    let answer = app.get(&format!("/voucher-order/{order_id}"), Some(token)).await;
+    if answer.status() == StatusCode::NOT_FOUND {
+        return "MISSING".into();
+    }
+    expect_ok(answer).await["data"]["state"].as_str().unwrap().to_owned()
+}
+
+#[tokio::test]
 async fn by_default_an_order_waits_only_for_replicas_that_exist_and_is_answered_200() {
     // One Redis: no replica, no wait. The local cluster: one replica per
     // master, which acknowledges within the bound.

@@ -64,6 +64,14 @@ fn describe() {
         "hmdp_redis_stock_corrections_total",
         "times a voucher's Redis stock was set from MariaDB's row and changed (a refusal for lack of stock, a dead letter, the stock route)"
     );
+    describe_counter!(
+        "hmdp_redis_relearned_total",
+        "times a voucher's Redis master changed (a failover) and its buyers and stock were learnt again from MariaDB"
+    );
+    describe_counter!(
+        "hmdp_orders_vanished_total",
+        "orders answered 202 that a demoted Redis master took along, recorded FAILED"
+    );
     describe_counter!("hmdp_http_requests_total", "HTTP requests answered, by method, matched route and status");
     describe_gauge!("hmdp_connections_open", "Connections open, by listener (tcp, or proxy: nginx's socket)");
     describe_counter!(

@@ -263,15 +263,27 @@ enum Conn {
 /// the process restarted (`scripts/chaos` redis-master-kill, sync mode:
 /// instances that never served again). So the commands' outcomes are
 /// watched: when commands time out and none has succeeded for `WEDGED_AFTER`,
-/// a new connection is made from the same client and takes over. A failover
-/// itself does not trigger it: commands to the other masters keep succeeding
-/// meanwhile.
+/// a new connection is made from the same client and takes over.
+///
+/// The same replacement ends a cut: a master cut off by the network
+/// answers nothing (its packets are dropped, nothing is refused), and
+/// redis-rs learns of the replica promoted in its place only from a
+/// `MOVED`, which an unreachable master never sends. So commands to its
+/// slots time out for good while the other masters answer. Timeouts that
+/// go on for `TIMING_OUT_FOR` replace the connection too (at most once per
+/// `TIMING_OUT_FOR`): the new one reads the slots from a node that answers,
+/// and finds the promoted replica once there is one.
 struct Cluster {
     client: ClusterClient,
     current: std::sync::RwLock<ClusterConnection>,
     started: std::time::Instant,
     /// Milliseconds since `started` of the last command Redis answered.
     last_answer_ms: AtomicU64,
+    /// Milliseconds since `started` of the first timeout of the current
+    /// run of timeouts (one with no gap of `TIMING_OUT_FOR` between two),
+    /// and of the last one.
+    timing_out_since_ms: AtomicU64,
+    last_timeout_ms: AtomicU64,
     replacing: std::sync::atomic::AtomicBool,
 }
 
@@ -279,6 +291,9 @@ struct Cluster {
 /// taken for wedged. Longer than a failover's few seconds of silence from
 /// one master, shorter than a sale.
 const WEDGED_AFTER: Duration = Duration::from_secs(3);
+/// Commands timing out for this long, even with others answered: some
+/// slots' master may be cut off, and the slots are read again.
+const TIMING_OUT_FOR: Duration = Duration::from_secs(2);
 
 impl Cluster {
     fn new(client: ClusterClient, conn: ClusterConnection) -> Self {
@@ -287,6 +302,8 @@ impl Cluster {
             current: std::sync::RwLock::new(conn),
             started: std::time::Instant::now(),
             last_answer_ms: AtomicU64::new(0),
+            timing_out_since_ms: AtomicU64::new(0),
+            last_timeout_ms: AtomicU64::new(0),
             replacing: Default::default(),
         }
     }
@@ -299,14 +316,24 @@ impl Cluster {
         self.started.elapsed().as_millis() as u64
     }
 
-    /// Notes an outcome; a timeout after `WEDGED_AFTER` without an answer
-    /// starts one replacement in the background.
+    /// Notes an outcome; a timeout after `WEDGED_AFTER` without an answer,
+    /// or after `TIMING_OUT_FOR` of timeouts, starts one replacement in the
+    /// background.
     fn observe<T>(self: &Arc<Self>, outcome: &RedisResult<T>) {
         match outcome {
             Err(err) if err.is_timeout() => {
-                let silent = self.now_ms().saturating_sub(self.last_answer_ms.load(Ordering::Relaxed));
-                if silent >= WEDGED_AFTER.as_millis() as u64 && !self.replacing.swap(true, Ordering::SeqCst) {
-                    tokio::spawn(Arc::clone(self).replace(silent));
+                let now = self.now_ms();
+                let window = TIMING_OUT_FOR.as_millis() as u64;
+                // A gap of `TIMING_OUT_FOR` since the last timeout starts a new run.
+                if now.saturating_sub(self.last_timeout_ms.swap(now, Ordering::Relaxed)) >= window {
+                    self.timing_out_since_ms.store(now, Ordering::Relaxed);
+                }
+                let silent = now.saturating_sub(self.last_answer_ms.load(Ordering::Relaxed));
+                let timing_out = now.saturating_sub(self.timing_out_since_ms.load(Ordering::Relaxed));
+                if (silent >= WEDGED_AFTER.as_millis() as u64 || timing_out >= window)
+                    && !self.replacing.swap(true, Ordering::SeqCst)
+                {
+                    tokio::spawn(Arc::clone(self).replace(silent, timing_out));
                 }
             }
             Err(err) if err.is_io_error() || err.is_connection_dropped() || err.is_connection_refusal() => {}
@@ -314,12 +341,14 @@ impl Cluster {
         }
     }
 
-    async fn replace(self: Arc<Self>, silent_ms: u64) {
-        tracing::warn!(silent_ms, "the Redis Cluster connection answers nothing; replacing it");
+    async fn replace(self: Arc<Self>, silent_ms: u64, timing_out_ms: u64) {
+        tracing::warn!(silent_ms, timing_out_ms, "Redis Cluster commands keep timing out; replacing the connection");
         match tokio::time::timeout(CONNECT_DEADLINE, self.client.get_async_connection()).await {
             Ok(Ok(conn)) => {
                 *self.current.write().expect("cluster connection poisoned") = conn;
+                // The new connection gets a window of its own.
                 self.last_answer_ms.store(self.now_ms(), Ordering::Relaxed);
+                self.timing_out_since_ms.store(self.now_ms(), Ordering::Relaxed);
                 tracing::warn!("the Redis Cluster connection was replaced");
             }
             Ok(Err(err)) => {

@@ -1,7 +1,7 @@
 //! One batch of a stream's entries persisted: one transaction under the
 //! voucher's row lock (one multi-row insert, one stock update by the rows
 //! inserted), then the acknowledgement. Redelivery is harmless: entries
-//! with their row, or dead-lettered, are skipped.
+//! with their row, dead-lettered, or no longer pending, are skipped.
 
 use chrono::DateTime;
 use hmdp_redis::Redis;
@@ -81,12 +81,26 @@ impl Batch<'_> {
         // The voucher's row lock: batches and dead-lettering of one voucher
         // take turns, so the checks below stay true until the commit.
         let db_stock = store::lock_stock(&mut *tx, voucher).await?.ok_or(sqlx::Error::RowNotFound)?;
-        // Dead-lettered and given back already: never persisted after that.
+        // Only what Redis still holds as accepted: never an order
+        // dead-lettered and given back, nor one whose pending entry is gone
+        // (acknowledged after its commit, or taken along by a demoted
+        // master, which `failover` records as failed).
         let order_ids: Vec<i64> = entries.iter().map(|e| e.order_id).collect();
-        let failed: Vec<Option<String>> =
-            redis::cmd("HMGET").arg(&sk.failed).arg(&order_ids).query_async(&mut self.redis.clone()).await?;
-        let mut candidates: Vec<&Entry> =
-            entries.iter().zip(&failed).filter(|(_, f)| f.is_none()).map(|(e, _)| e).collect();
+        let (failed, pending): (Vec<Option<String>>, Vec<Option<String>>) = redis::pipe()
+            .cmd("HMGET")
+            .arg(&sk.failed)
+            .arg(&order_ids)
+            .cmd("HMGET")
+            .arg(&sk.pending)
+            .arg(&order_ids)
+            .query_async(&mut self.redis.clone())
+            .await?;
+        let mut candidates: Vec<&Entry> = entries
+            .iter()
+            .zip(failed.iter().zip(&pending))
+            .filter(|(_, (failed, pending))| failed.is_none() && pending.is_some())
+            .map(|(e, _)| e)
+            .collect();
         let ids: Vec<i64> = candidates.iter().map(|e| e.order_id).collect();
         let persisted = store::existing_orders(&mut *tx, &ids).await?;
         // A row under the id with another owner is not this order: a

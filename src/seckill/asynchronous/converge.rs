@@ -36,11 +36,15 @@ macro_rules! with_stock_from_row {
 }
 pub(super) use with_stock_from_row;
 
+static ADD_BUYERS: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../../../lua/seckill_buyers_add.lua")));
 static CONVERGE: LazyLock<Script> = LazyLock::new(|| Script::new(with_stock_from_row!("seckill_converge.lua")));
 static CONVERGE_SEGMENT: LazyLock<Script> = LazyLock::new(|| Script::new(with_stock_from_row!("segment_converge.lua")));
 
 /// Order ids per `IN (...)` when looking pending orders up.
 const LOOKUP_CHUNK: usize = 1_000;
+/// Users per `SADD` when the buyers are learnt again.
+const BUYERS_CHUNK: usize = 5_000;
 
 /// The orders accepted in Redis and not persisted: how many, and the
 /// pending ones that have their row after all (persisted, not yet
@@ -157,6 +161,43 @@ pub(super) async fn converge(
 ) -> Result<Option<i64>, PersistError> {
     let found = unpersisted_each(conn, redis, segments, voucher).await?;
     set_from_row(redis, segments, voucher, db_stock, &found).await
+}
+
+/// After a failover: the new master may lack orders the old one accepted
+/// and the consumers persisted (rows it knows nothing of). Under the row
+/// lock, the users of every live row join the buyers set (in their
+/// segments) and the stock is set from the row. Returns the stock set,
+/// `None` when the keys are not loaded (their load reads MariaDB).
+pub(super) async fn relearn(
+    db: &MySqlPool,
+    redis: &Redis,
+    segments: &Segments,
+    voucher: u64,
+) -> Result<Option<i64>, PersistError> {
+    let mut tx = db.begin().await?;
+    let Some(db_stock) = store::lock_stock(&mut *tx, voucher).await? else { return Ok(None) };
+    let mut buyers = vec![Vec::new(); segments.count()];
+    for (_, user, live) in store::orders_of_voucher(&mut *tx, voucher).await? {
+        if live {
+            buyers[segments.of_user(user)].push(user);
+        }
+    }
+    let mut missing = 0;
+    for (sk, users) in segments.keys().iter().zip(&buyers) {
+        for chunk in users.chunks(BUYERS_CHUNK) {
+            let added: i64 = ADD_BUYERS.key(&sk.buyers).arg(chunk).invoke_async(&mut redis.clone()).await?;
+            missing += added.max(0);
+        }
+    }
+    let stock = converge(&mut tx, redis, segments, voucher, db_stock.into()).await?;
+    tx.commit().await?;
+    tracing::warn!(
+        voucher,
+        missing_buyers = missing,
+        ?stock,
+        "Redis learnt the voucher's buyers and stock again from MariaDB"
+    );
+    Ok(stock)
 }
 
 /// The admin's stock: `stock` more units for sale from now on. Orders

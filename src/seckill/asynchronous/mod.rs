@@ -17,6 +17,7 @@
 mod batch;
 mod consumer;
 mod converge;
+mod failover;
 mod load;
 mod mirror;
 mod pending;
@@ -65,6 +66,8 @@ pub(crate) struct AsyncMode {
     /// Returned units Redis has not learnt of yet (voucher -> users whose
     /// slots to free), retried each round.
     owed: RecentIds<HashSet<u64>>,
+    /// What a Redis failover took, given back each round.
+    failover: failover::Failover,
 }
 
 impl AsyncMode {
@@ -103,6 +106,7 @@ impl AsyncMode {
         let replica_wait = ReplicaWait::build(&config.redis, settings.order_replica_acks, wait, &redis).await?;
         Ok(Self {
             mirror: Mirror::new(db.clone(), redis.clone(), keys.clone(), segments.clone()),
+            failover: failover::Failover::new(db.clone(), redis.clone(), keys.clone(), segments.clone()),
             order_ids: deps.order_ids.clone(),
             deadline: Duration::from_millis(config.seckill.request_deadline_ms),
             replica_wait,
@@ -188,8 +192,10 @@ impl AsyncMode {
     }
 
     /// Each after-sale round: Redis is told of the units it missed (the step
-    /// is idempotent, so one that half-ran before is simply run again).
+    /// is idempotent, so one that half-ran before is simply run again), and
+    /// what a failover took is given back (`failover`).
     pub(crate) async fn settle(&self) {
+        self.failover.round().await;
         for (voucher, users) in self.owed.take_all() {
             let users: Vec<u64> = users.into_iter().collect();
             let told = match self.segments_of(voucher).await {

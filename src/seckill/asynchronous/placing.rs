@@ -81,7 +81,7 @@ impl AsyncMode {
                 Err(err) => return Err(err.into()),
             };
             match verdict {
-                Verdict::Accepted => return Ok(self.accepted(voucher_id, order_id, acked)),
+                Verdict::Accepted => return Ok(self.accepted(owner, order_id, acked)),
                 Verdict::NotLoaded if !loaded_once => {
                     loaded_once = true;
                     mirror.load(voucher_id).await?;
@@ -153,13 +153,15 @@ impl AsyncMode {
         Ok((verdict, Some(acked)))
     }
 
-    fn accepted(&self, voucher_id: u64, order_id: i64, acked: Option<u32>) -> PlacedOrder {
+    fn accepted(&self, owner: store::OrderOwner, order_id: i64, acked: Option<u32>) -> PlacedOrder {
+        let voucher_id = owner.voucher_id;
         let replicated = acked.unwrap_or(0) >= self.replica_wait.acks;
         if acked.is_some() {
             self.replica_wait.record(voucher_id, replicated);
         }
         if !replicated {
             tracing::warn!(order_id, acked, "order accepted but not yet on a Redis replica");
+            self.failover.watch(order_id, owner.user_id, voucher_id);
         }
         tracing::debug!(order_id, voucher_id, "order accepted");
         PlacedOrder { id: order_id, replicated }
@@ -175,7 +177,7 @@ impl AsyncMode {
         err: redis::RedisError,
     ) -> SeckillResult<PlacedOrder> {
         match self.accepted_after_all(keys, owner, order_id).await {
-            Some(true) => Ok(self.accepted_on_a_lost_call(order_id)),
+            Some(true) => Ok(self.accepted_on_a_lost_call(owner, order_id)),
             Some(false) => Err(err.into()),
             None => Err(SeckillError::outcome_unknown(anyhow::anyhow!(
                 "order {order_id}: Redis did not answer; whether it was accepted is unknown (GET /voucher-order/{order_id} tells)"
@@ -194,7 +196,7 @@ impl AsyncMode {
         uncertain: bool,
     ) -> SeckillResult<PlacedOrder> {
         if uncertain && self.accepted_before(keys, owner, order_id).await? {
-            return Ok(self.accepted_on_a_lost_call(order_id));
+            return Ok(self.accepted_on_a_lost_call(owner, order_id));
         }
         let pending: Option<i64> = self.redis.clone().hget(&keys.holders, owner.user_id).await.ok().flatten();
         let held = match pending {
@@ -204,10 +206,14 @@ impl AsyncMode {
         Err(SeckillError::DuplicateOrder(held))
     }
 
-    fn accepted_on_a_lost_call(&self, order_id: i64) -> PlacedOrder {
+    fn accepted_on_a_lost_call(&self, owner: store::OrderOwner, order_id: i64) -> PlacedOrder {
         tracing::info!(order_id, "a lost call had accepted the order; answered as accepted");
         // Whether a replica has it is not known: said so when it matters.
-        PlacedOrder { id: order_id, replicated: self.replica_wait.acks == 0 }
+        let replicated = self.replica_wait.acks == 0;
+        if !replicated {
+            self.failover.watch(order_id, owner.user_id, owner.voucher_id);
+        }
+        PlacedOrder { id: order_id, replicated }
     }
 
     /// `accepted_before`, asked until Redis answers or `LAST_LOOK` has

@@ -70,14 +70,20 @@ impl Injection {
 }
 
 /// Starts the fault's clock: the command runs `fault_at` after now, and the
-/// instances are watched once it returns.
-pub fn inject(args: &ChaosArgs, client: reqwest::Client) -> tokio::task::JoinHandle<Injection> {
+/// instances are watched once it returns. The command finds the sale's
+/// voucher in `SALE_VOUCHER_ID` (a fault aimed at the voucher's master).
+pub fn inject(args: &ChaosArgs, client: reqwest::Client, voucher: u64) -> tokio::task::JoinHandle<Injection> {
     let (command, at, instances) =
         (args.inject.clone().unwrap_or_default(), Duration::from_secs_f64(args.fault_at), args.instances.clone());
     tokio::spawn(async move {
         tokio::time::sleep(at).await;
         let started = Instant::now();
-        let ran = tokio::process::Command::new("sh").arg("-c").arg(&command).output().await;
+        let ran = tokio::process::Command::new("sh")
+            .arg("-c")
+            .arg(&command)
+            .env("SALE_VOUCHER_ID", voucher.to_string())
+            .output()
+            .await;
         let ended = Instant::now();
         let (happened, evidence) = match ran {
             Ok(out) => {

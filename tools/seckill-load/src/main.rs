@@ -26,6 +26,7 @@ mod audit;
 mod chaos;
 mod cpu;
 mod crowd;
+mod fate;
 mod guarded;
 mod history;
 mod report;
@@ -209,7 +210,7 @@ async fn sale(args: Args) -> anyhow::Result<()> {
         Some(_) => chaos::locks_lost(&plan.client, &args.chaos.instances).await,
         None => 0,
     };
-    let injection = args.chaos.fault.is_some().then(|| chaos::inject(&args.chaos, plan.client.clone()));
+    let injection = args.chaos.fault.is_some().then(|| chaos::inject(&args.chaos, plan.client.clone(), voucher));
     let cpu_before = cpu::sample(&args.cpu);
     let counters = Arc::new(sale::Counters::default());
     let progress = tokio::spawn(sale::show_progress(counters.done.clone(), plan.jobs.len()));
@@ -572,20 +573,7 @@ pub(crate) fn read_stock_deltas(path: &std::path::Path) -> anyhow::Result<i64> {
 
 async fn load_tokens(args: &Args, db: &sqlx::MySqlPool) -> anyhow::Result<Vec<User>> {
     if let Some(path) = &args.tokens {
-        let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-        let mut lines = text.lines();
-        let header: Vec<&str> = lines.next().context("empty tokens file")?.split(',').map(str::trim).collect();
-        let column = header.iter().position(|c| *c == "token").context("no `token` column in the header")?;
-        let id_column = header.iter().position(|c| *c == "userId");
-        return lines
-            .filter(|l| !l.trim().is_empty())
-            .map(|l| {
-                let fields: Vec<&str> = l.split(',').collect();
-                let token = fields.get(column).map(|t| (*t).to_owned()).context("short CSV line")?;
-                let id = id_column.and_then(|c| fields.get(c)).and_then(|v| v.trim().parse().ok());
-                Ok(User { id, token })
-            })
-            .collect();
+        return sale::tokens_from_file(path);
     }
     let Some(count) = args.users else { return Ok(Vec::new()) };
     let secret = args.jwt_secret.as_deref().context("--users needs JWT_SECRET (the stack's)")?;

@@ -1,0 +1,223 @@
+//! What a Redis failover can take from the asynchronous mode, and how each
+//! round (`AsyncMode::settle`) gives it back. A master cut off from the
+//! rest of its cluster keeps accepting orders until it notices (no replica
+//! acknowledges them: they are answered 202), while the majority promotes
+//! its replica, which never saw them. Two things follow:
+//!
+//! - The orders the old master's consumers persisted before it stopped are
+//!   rows the new master knows nothing of: its stock counts their units
+//!   again and its buyers set lacks their users, so it would sell those
+//!   units twice and MariaDB would refuse the second sale, after the buyer
+//!   was told yes. A voucher whose master is not the one of the last round
+//!   (its `master_replid` changed) learns its buyers and its stock again
+//!   from MariaDB (`converge::relearn`).
+//! - When the cut heals, the old master becomes a replica and throws away
+//!   what it accepted alone. The orders this instance answered 202 are
+//!   watched until they have their row or are `FAILED`; one that is neither
+//!   pending in Redis nor a row (looked up under the voucher's row lock, so
+//!   no batch persists it meanwhile) vanished with the old master and is
+//!   recorded `FAILED`, which `GET /voucher-order/{id}` then says. Its unit
+//!   needs no giving back: neither the new master nor MariaDB took it.
+//!
+//! The watch lives in the instance that answered: an instance that dies
+//! takes it along, and such an order stays unknown (404) to its buyer.
+
+use std::{collections::HashMap, sync::LazyLock};
+
+use std::sync::Arc;
+
+use hmdp_redis::Redis;
+use redis::{AsyncCommands, Script};
+use sqlx::MySqlPool;
+
+use super::{converge, recovery::FAILED_KEPT, segments::SegmentMaps};
+use crate::{
+    keys::Keys,
+    recent::RecentIds,
+    seckill::{error::SeckillResult, store},
+};
+
+static VANISHED: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("../../../lua/seckill_vanished.lua")));
+
+/// Orders answered 202 watched at once, at most (beyond, the memory
+/// forgets, and a forgotten order that vanished stays unknown).
+const WATCHED_MAX: usize = 100_000;
+/// Vouchers whose masters' lineage is remembered, at most.
+const LINEAGES_MAX: usize = 10_000;
+
+/// An order answered 202, until it ends.
+#[derive(Clone, Copy)]
+struct Watched {
+    user_id: u64,
+    voucher_id: u64,
+    accepted_ms: i64,
+}
+
+pub(super) struct Failover {
+    db: MySqlPool,
+    redis: Redis,
+    keys: Keys,
+    segments: Arc<SegmentMaps>,
+    /// Order id -> the order answered 202.
+    watched: RecentIds<Watched>,
+    /// Voucher -> the `master_replid` of each segment's master at the last
+    /// round.
+    lineages: RecentIds<Vec<String>>,
+}
+
+impl Failover {
+    pub(super) fn new(db: MySqlPool, redis: Redis, keys: Keys, segments: Arc<SegmentMaps>) -> Self {
+        Self {
+            db,
+            redis,
+            keys,
+            segments,
+            watched: RecentIds::new(WATCHED_MAX, None),
+            lineages: RecentIds::new(LINEAGES_MAX, None),
+        }
+    }
+
+    /// An order answered 202: watched until it has its row or is `FAILED`.
+    pub(super) fn watch(&self, order_id: i64, user_id: u64, voucher_id: u64) {
+        let accepted_ms = chrono::Utc::now().timestamp_millis();
+        self.watched.insert(order_id as u64, Watched { user_id, voucher_id, accepted_ms });
+    }
+
+    /// Each round: vouchers whose master changed learn again from MariaDB,
+    /// then the orders answered 202 are settled.
+    pub(super) async fn round(&self) {
+        if let Err(err) = self.relearn_after_failover().await {
+            tracing::warn!(error = %err, "checking the vouchers' Redis masters failed; again next round");
+        }
+        let watched = self.watched.take_all();
+        let mut by_voucher: HashMap<u64, Vec<(i64, Watched)>> = HashMap::new();
+        for (id, order) in watched {
+            by_voucher.entry(order.voucher_id).or_default().push((id as i64, order));
+        }
+        for (voucher, orders) in by_voucher {
+            let open = match self.settle_unreplicated(voucher, &orders).await {
+                Ok(open) => open,
+                Err(err) => {
+                    tracing::warn!(voucher, error = %err, "settling orders answered 202 failed; again next round");
+                    orders
+                }
+            };
+            for (id, order) in open {
+                self.watched.insert(id as u64, order);
+            }
+        }
+    }
+
+    /// Every active voucher's masters, against the last round's.
+    async fn relearn_after_failover(&self) -> SeckillResult<()> {
+        let active: Vec<u64> = self.redis.clone().smembers(self.keys.seckill_active()).await?;
+        for voucher in active {
+            let segments = self.segments.of_or_single(voucher).await?;
+            let mut lineage = Vec::with_capacity(segments.count());
+            for sk in segments.keys() {
+                lineage.push(master_replid(&self.redis, &sk.stock).await?);
+            }
+            let before = self.lineages.get(voucher);
+            self.lineages.insert(voucher, lineage.clone());
+            if before.is_some_and(|before| before != lineage) {
+                tracing::warn!(
+                    voucher,
+                    "the Redis master of the voucher's keys changed (a failover); its buyers and stock are learnt again from MariaDB"
+                );
+                metrics::counter!("hmdp_redis_relearned_total").increment(1);
+                converge::relearn(&self.db, &self.redis, &segments, voucher).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The voucher's orders answered 202 that are still pending; those
+    /// with their row or already `FAILED` are done, and those that
+    /// vanished are recorded `FAILED`.
+    async fn settle_unreplicated(&self, voucher: u64, orders: &[(i64, Watched)]) -> SeckillResult<Vec<(i64, Watched)>> {
+        let segments = self.segments.of_or_single(voucher).await?;
+        let ids: Vec<i64> = orders.iter().map(|(id, _)| *id).collect();
+        let rows = store::existing_orders(&self.db, &ids).await?;
+        let (mut open, mut gone) = (Vec::new(), Vec::new());
+        for (segment, sk) in segments.keys().iter().enumerate() {
+            let mine: Vec<(i64, Watched)> = orders
+                .iter()
+                .copied()
+                .filter(|(id, o)| segments.of_user(o.user_id) == segment && !rows.contains_key(id))
+                .collect();
+            if mine.is_empty() {
+                continue;
+            }
+            let ids: Vec<i64> = mine.iter().map(|(id, _)| *id).collect();
+            let (pending, failed): (Vec<Option<String>>, Vec<Option<String>>) = redis::pipe()
+                .cmd("HMGET")
+                .arg(&sk.pending)
+                .arg(&ids)
+                .cmd("HMGET")
+                .arg(&sk.failed)
+                .arg(&ids)
+                .query_async(&mut self.redis.clone())
+                .await?;
+            for ((order, pending), failed) in mine.into_iter().zip(pending).zip(failed) {
+                match (pending, failed) {
+                    (_, Some(_)) => {}
+                    (Some(_), None) => open.push(order),
+                    (None, None) => gone.push((segment, order)),
+                }
+            }
+        }
+        if gone.is_empty() {
+            return Ok(open);
+        }
+        // Under the row lock no batch persists: an order neither pending nor
+        // a row now never will be.
+        let mut tx = self.db.begin().await?;
+        store::lock_stock(&mut *tx, voucher).await?;
+        let ids: Vec<i64> = gone.iter().map(|(_, (id, _))| *id).collect();
+        let rows = store::existing_orders(&mut *tx, &ids).await?;
+        for (segment, (id, order)) in gone {
+            if rows.contains_key(&id) {
+                continue;
+            }
+            let sk = &segments.keys()[segment];
+            let recorded: i64 = VANISHED
+                .key(&sk.pending)
+                .key(&sk.failed)
+                .arg(id)
+                .arg(format!("{}:{}", order.user_id, order.accepted_ms))
+                .invoke_async(&mut self.redis.clone())
+                .await?;
+            match recorded {
+                0 => open.push((id, order)),
+                1 => self.record_vanished(voucher, id, order).await,
+                _ => {}
+            }
+        }
+        tx.commit().await?;
+        Ok(open)
+    }
+
+    async fn record_vanished(&self, voucher: u64, order_id: i64, order: Watched) {
+        let indexed: redis::RedisResult<()> =
+            self.redis.clone().set_ex(self.keys.failed_order(order_id), voucher, FAILED_KEPT.as_secs()).await;
+        if let Err(err) = indexed {
+            tracing::warn!(order_id, error = %err, "indexing a vanished order failed; found while its sale is active");
+        }
+        metrics::counter!("hmdp_orders_vanished_total").increment(1);
+        tracing::error!(
+            voucher,
+            order_id,
+            user_id = order.user_id,
+            "an order answered 202 vanished with a demoted Redis master: recorded FAILED"
+        );
+    }
+}
+
+/// The replication history of the master serving `key` (`master_replid`):
+/// a replica promoted in its place starts a new one.
+async fn master_replid(redis: &Redis, key: &str) -> redis::RedisResult<String> {
+    let mut info = redis::cmd("INFO");
+    info.arg("replication");
+    let text: String = redis.clone().query_on_master_of(key, info).await?;
+    Ok(text.lines().find_map(|l| l.strip_prefix("master_replid:")).unwrap_or_default().trim().to_owned())
+}

@@ -1,0 +1,111 @@
+//! What became of the orders answered 202 ("accepted, not yet on a Redis
+//! replica"), asked as their buyers would ask: `GET /voucher-order/{id}`
+//! with each buyer's own token, once the sale has drained. The service
+//! promises that each ends with its row (`CONFIRMED`) or `FAILED` with its
+//! unit given back; an order its own buyer is told does not exist (404)
+//! has vanished, and the goal is none.
+
+use std::{path::Path, time::Duration};
+
+use futures::{StreamExt, stream};
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::{history::Entry, report::Outcome, sale::tokens_from_file};
+
+/// Lookups in flight at once.
+const LOOKUPS_AT_ONCE: usize = 32;
+/// A lookup refused for the moment (429, 5xx, no answer) is asked again
+/// this many times, a little later each time.
+const LOOKUP_TRIES: u32 = 5;
+
+/// The 202 orders by the state their buyer was told.
+#[derive(Debug, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Fates {
+    pub asked: u64,
+    pub confirmed: u64,
+    pub failed: u64,
+    /// Still waiting for MariaDB when asked.
+    pub pending: u64,
+    /// 404: no such order, told to its own buyer.
+    pub vanished: u64,
+    /// The lookup never got an answer in the contract.
+    pub unanswered: u64,
+}
+
+impl Fates {
+    /// What a drained sale's 202 orders must not be: vanished, still
+    /// pending, or unknown.
+    pub fn problems(&self) -> Vec<String> {
+        let mut problems = Vec::new();
+        if self.vanished > 0 {
+            problems.push(format!("{} orders answered 202 vanished (404 to their buyer)", self.vanished));
+        }
+        if self.pending > 0 {
+            problems.push(format!("{} orders answered 202 still PENDING after the drain", self.pending));
+        }
+        if self.unanswered > 0 {
+            problems.push(format!("{} lookups of orders answered 202 got no answer", self.unanswered));
+        }
+        problems
+    }
+}
+
+enum State {
+    Confirmed,
+    Failed,
+    Pending,
+    Vanished,
+    Unanswered,
+}
+
+/// Each 202 order of `entries`, asked at `base_url` with its buyer's token
+/// (a user's place in the run is its line of `tokens`).
+pub async fn ask(base_url: &str, tokens: &Path, entries: &[Entry]) -> anyhow::Result<Fates> {
+    let users = tokens_from_file(tokens)?;
+    let client = reqwest::Client::builder().timeout(Duration::from_secs(10)).build()?;
+    let mut fates = Fates::default();
+    let mut orders = Vec::new();
+    for e in entries.iter().filter(|e| e.outcome == Outcome::Unreplicated) {
+        fates.asked += 1;
+        match (e.order_id, users.get(e.user)) {
+            (Some(id), Some(user)) => orders.push((id, user.token.as_str())),
+            _ => fates.unanswered += 1,
+        }
+    }
+    let states: Vec<State> = stream::iter(orders)
+        .map(|(id, token)| state_of(&client, base_url, id, token))
+        .buffer_unordered(LOOKUPS_AT_ONCE)
+        .collect()
+        .await;
+    for state in states {
+        *match state {
+            State::Confirmed => &mut fates.confirmed,
+            State::Failed => &mut fates.failed,
+            State::Pending => &mut fates.pending,
+            State::Vanished => &mut fates.vanished,
+            State::Unanswered => &mut fates.unanswered,
+        } += 1;
+    }
+    Ok(fates)
+}
+
+async fn state_of(client: &reqwest::Client, base_url: &str, id: i64, token: &str) -> State {
+    for attempt in 1..=LOOKUP_TRIES {
+        let answer = client.get(format!("{base_url}/voucher-order/{id}")).header("authorization", token).send().await;
+        if let Ok(answer) = answer {
+            let status = answer.status().as_u16();
+            let body: Value = answer.json().await.unwrap_or(Value::Null);
+            match (status, body["data"]["state"].as_str()) {
+                (200, Some("CONFIRMED")) => return State::Confirmed,
+                (200, Some("FAILED")) => return State::Failed,
+                (200, Some("PENDING")) => return State::Pending,
+                (404, _) => return State::Vanished,
+                _ => {}
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(200 * u64::from(attempt))).await;
+    }
+    State::Unanswered
+}
