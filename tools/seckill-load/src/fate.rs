@@ -3,9 +3,12 @@
 //! with each buyer's own token, once the sale has drained. The service
 //! promises that each ends with its row (`CONFIRMED`) or `FAILED` with its
 //! unit given back; an order its own buyer is told does not exist (404)
-//! has vanished, and the goal is none.
+//! has vanished, and the goal is none. A buyer whose answer settled
+//! nothing (no answer, 502, 503, 504) finds out from their order list
+//! (`GET /voucher-order/mine`) whether the order exists: the list must say
+//! what the rows say.
 
-use std::{path::Path, time::Duration};
+use std::{collections::HashMap, path::Path, time::Duration};
 
 use futures::{StreamExt, stream};
 use serde::Serialize;
@@ -50,6 +53,94 @@ impl Fates {
         }
         problems
     }
+}
+
+/// The buyers whose answer settled nothing, by what their order list says.
+#[derive(Debug, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Resolutions {
+    pub asked: u64,
+    /// The list shows an order of the sale's voucher.
+    pub holding: u64,
+    pub not_holding: u64,
+    /// The list and the rows disagree (or the list never answered).
+    pub told_wrong: u64,
+}
+
+impl Resolutions {
+    pub fn problems(&self) -> Vec<String> {
+        if self.told_wrong == 0 {
+            return Vec::new();
+        }
+        vec![format!("{} buyers whose answer settled nothing were told wrong by their order list", self.told_wrong)]
+    }
+}
+
+/// Each user whose answer settled nothing asks their order list; `rows`
+/// is what MariaDB holds (user id -> live order of the voucher).
+pub async fn resolve(
+    base_url: &str,
+    tokens: &Path,
+    entries: &[Entry],
+    voucher: u64,
+    rows: &HashMap<u64, i64>,
+) -> anyhow::Result<Resolutions> {
+    let users = tokens_from_file(tokens)?;
+    let client = reqwest::Client::builder().timeout(Duration::from_secs(10)).build()?;
+    let unsettled: Vec<(Option<u64>, Option<&str>)> = entries
+        .iter()
+        .filter(|e| e.settled_nothing())
+        .map(|e| (e.user_id, users.get(e.user).map(|u| u.token.as_str())))
+        .collect();
+    let told: Vec<(Option<u64>, Option<bool>)> = stream::iter(unsettled)
+        .map(|(user_id, token)| {
+            let client = &client;
+            async move {
+                let Some(token) = token else { return (user_id, None) };
+                (user_id, holds(client, base_url, token, voucher).await)
+            }
+        })
+        .buffer_unordered(LOOKUPS_AT_ONCE)
+        .collect()
+        .await;
+    let mut resolutions = Resolutions::default();
+    for (user_id, holding) in told {
+        resolutions.asked += 1;
+        let truth = user_id.map(|u| rows.contains_key(&u));
+        match holding {
+            Some(true) => resolutions.holding += 1,
+            Some(false) => resolutions.not_holding += 1,
+            None => {}
+        }
+        if holding.is_none() || truth.is_none() || holding != truth {
+            resolutions.told_wrong += 1;
+        }
+    }
+    Ok(resolutions)
+}
+
+/// Whether the user's order list shows a live order of `voucher` (its
+/// first page of 100: a sale's buyer holds one).
+async fn holds(client: &reqwest::Client, base_url: &str, token: &str, voucher: u64) -> Option<bool> {
+    for attempt in 1..=LOOKUP_TRIES {
+        let answer = client
+            .get(format!("{base_url}/voucher-order/mine?page=1&pageSize=100"))
+            .header("authorization", token)
+            .send()
+            .await;
+        if let Ok(answer) = answer
+            && answer.status().is_success()
+            && let Ok(body) = answer.json::<Value>().await
+            && let Some(list) = body["data"].as_array()
+        {
+            return Some(list.iter().any(|o| {
+                o["voucherId"].as_u64() == Some(voucher)
+                    && !matches!(o["statusName"].as_str(), Some("CANCELLED" | "REFUNDED"))
+            }));
+        }
+        tokio::time::sleep(Duration::from_millis(200 * u64::from(attempt))).await;
+    }
+    None
 }
 
 enum State {

@@ -54,7 +54,7 @@ pub struct Entry {
 
 impl Entry {
     /// An answer that says nothing of the order: it may exist or not.
-    fn settled_nothing(&self) -> bool {
+    pub(crate) fn settled_nothing(&self) -> bool {
         matches!(self.status, None | Some(502..=504))
     }
 }
@@ -126,8 +126,14 @@ pub struct CheckArgs {
     base_url: Option<String>,
     #[arg(long, requires = "base_url")]
     tokens: Option<PathBuf>,
+    /// The asynchronous mode's Redis, read against MariaDB once drained
+    /// (`hmdp reconcile`): stock, buyers, nothing pending.
+    #[arg(long)]
+    reconcile: bool,
     #[command(flatten)]
     db: hmdp::config::DatabaseUrl,
+    #[command(flatten)]
+    redis: hmdp::config::RedisSettings,
 }
 
 /// What the history and the tables say together.
@@ -223,15 +229,35 @@ pub async fn check(args: CheckArgs) -> anyhow::Result<()> {
         stock_added,
     )
     .await?;
-    let fates = match (&args.base_url, &args.tokens) {
-        (Some(base_url), Some(tokens)) => Some(fate::ask(base_url, tokens, &entries).await?),
-        _ => None,
+    let (fates, resolutions) = match (&args.base_url, &args.tokens) {
+        (Some(base_url), Some(tokens)) => (
+            Some(fate::ask(base_url, tokens, &entries).await?),
+            Some(fate::resolve(base_url, tokens, &entries, sale.voucher_id, &rows).await?),
+        ),
+        _ => (None, None),
+    };
+    let reconciliation = match args.reconcile {
+        true => {
+            let mut redis = hmdp::startup::connect_redis(&args.redis).await?;
+            let keys = hmdp::keys::Keys::new(&args.redis.key_prefix);
+            Some(hmdp::seckill::reconcile(&db, &mut redis, &keys, sale.voucher_id).await?)
+        }
+        false => None,
     };
     println!(
         "{}",
-        serde_json::to_string_pretty(&serde_json::json!({ "findings": findings, "ledger": ledger, "fates": fates }))?
+        serde_json::to_string_pretty(&serde_json::json!({
+            "findings": findings, "ledger": ledger, "fates": fates, "unsettledResolved": resolutions,
+            "redisAgrees": reconciliation.as_ref().map(hmdp::seckill::Reconciliation::agrees)
+        }))?
     );
     let mut problems = fates.as_ref().map(fate::Fates::problems).unwrap_or_default();
+    if let Some(report) = &reconciliation
+        && !report.agrees()
+    {
+        problems.push(format!("Redis and MariaDB disagree once drained: {}", report.render().trim()));
+    }
+    problems.extend(resolutions.as_ref().map(fate::Resolutions::problems).unwrap_or_default());
     match &findings.answers {
         None => problems.push("users of unknown id: the answers cannot be held to the rows".into()),
         Some(a) if a.success_without_row > 0 && !args.replica_wait_off => {

@@ -82,23 +82,42 @@ impl Consumer {
         // Streams whose group this consumer made sure of and whose own
         // pending entries it re-read (entries it was given before a restart).
         let mut ready: HashSet<String> = HashSet::new();
+        // The active vouchers as last read: a round that cannot read the
+        // set (its master cut off from this instance) still persists the
+        // streams it reaches.
+        let mut known_active: Vec<u64> = Vec::new();
         let mut last_claim = Instant::now();
         let retire_every = self.retire_after.min(RETIRE_EVERY);
         let mut last_retire = Instant::now();
         while !stop.is_cancelled() {
             let round = async {
-                let active = self.active_vouchers().await?;
+                let active = match self.active_vouchers().await {
+                    Ok(active) => active,
+                    Err(err) if !known_active.is_empty() => {
+                        tracing::warn!(consumer = %self.name, error = %err, "the active sales could not be read; reading those known");
+                        known_active.clone()
+                    }
+                    Err(err) => return Err(err),
+                };
+                known_active.clone_from(&active);
                 let mut streams = self.streams(&active).await?;
+                // A stream this instance cannot reach now is left for a later
+                // round; the others go on.
+                let mut unreachable = None;
                 for stream in &streams {
                     if !ready.contains(&stream.keys().orders) {
-                        self.ensure_group(stream).await?;
-                        self.reread_own_pending(stream).await?;
-                        ready.insert(stream.keys().orders.clone());
+                        match self.make_ready(stream).await {
+                            Ok(()) => _ = ready.insert(stream.keys().orders.clone()),
+                            Err(err) => unreachable = Some(err),
+                        }
                     }
                 }
+                streams.retain(|s| ready.contains(&s.keys().orders));
                 if last_claim.elapsed() >= self.claim_idle / 2 {
                     for stream in &streams {
-                        self.claim_idle(stream).await?;
+                        if let Err(err) = self.claim_idle(stream).await {
+                            unreachable = Some(err);
+                        }
                     }
                     self.recover_borrows(&streams).await;
                     last_claim = Instant::now();
@@ -112,9 +131,10 @@ impl Consumer {
                 }
                 if streams.is_empty() {
                     tokio::time::sleep(BLOCK).await;
-                    return Ok(());
+                    return unreachable.map_or(Ok(()), Err);
                 }
-                self.read_new(&streams).await
+                self.read_new(&streams).await?;
+                unreachable.map_or(Ok(()), Err)
             };
             let result: Result<(), PersistError> = tokio::select! {
                 () = stop.cancelled() => break,
@@ -131,6 +151,12 @@ impl Consumer {
             }
         }
         tracing::info!(consumer = %self.name, "order stream consumer stopped");
+    }
+
+    /// The stream's group made, and its own pending entries read again.
+    async fn make_ready(&self, stream: &Stream) -> Result<(), PersistError> {
+        self.ensure_group(stream).await?;
+        self.reread_own_pending(stream).await
     }
 
     /// Every stream of the active vouchers: one per segment.

@@ -65,13 +65,20 @@ impl Consumer {
             let mut redis = self.redis.clone();
             async move { self.read(std::slice::from_ref(stream), None, &mut redis).await }
         });
-        let found: Vec<(Stream, Vec<StreamId>)> =
-            futures::future::try_join_all(reads).await?.into_iter().flatten().collect();
+        // What was read is persisted even when another stream's read
+        // failed (its master cut off from this instance).
+        let (mut found, mut failed) = (Vec::new(), None);
+        for read in futures::future::join_all(reads).await {
+            match read {
+                Ok(entries) => found.extend(entries),
+                Err(err) => failed = Some(err),
+            }
+        }
         if found.is_empty() {
             tokio::time::sleep(IDLE_POLL).await;
         }
         self.handle_all(found).await;
-        Ok(())
+        failed.map_or(Ok(()), Err)
     }
 
     async fn read(
