@@ -11,7 +11,7 @@ use sqlx::MySqlPool;
 use super::{
     converge::converge,
     recovery::Recovery,
-    stream::{Entry, PersistError, acknowledge},
+    stream::{Entry, Held, PersistError, acknowledge, held},
 };
 use crate::{
     keys::SeckillKeys,
@@ -86,21 +86,9 @@ impl Batch<'_> {
         // (acknowledged after its commit, or taken along by a demoted
         // master, which `failover` records as failed).
         let order_ids: Vec<i64> = entries.iter().map(|e| e.order_id).collect();
-        let (failed, pending): (Vec<Option<String>>, Vec<Option<String>>) = redis::pipe()
-            .cmd("HMGET")
-            .arg(&sk.failed)
-            .arg(&order_ids)
-            .cmd("HMGET")
-            .arg(&sk.pending)
-            .arg(&order_ids)
-            .query_async(&mut self.redis.clone())
-            .await?;
-        let mut candidates: Vec<&Entry> = entries
-            .iter()
-            .zip(failed.iter().zip(&pending))
-            .filter(|(_, (failed, pending))| failed.is_none() && pending.is_some())
-            .map(|(e, _)| e)
-            .collect();
+        let states = held(self.redis, sk, &order_ids).await?;
+        let mut candidates: Vec<&Entry> =
+            entries.iter().zip(&states).filter(|(_, h)| **h == Held::Pending).map(|(e, _)| e).collect();
         let ids: Vec<i64> = candidates.iter().map(|e| e.order_id).collect();
         let persisted = store::existing_orders(&mut *tx, &ids).await?;
         // A row under the id with another owner is not this order: a

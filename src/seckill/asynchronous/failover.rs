@@ -30,7 +30,12 @@ use hmdp_redis::Redis;
 use redis::{AsyncCommands, Script};
 use sqlx::MySqlPool;
 
-use super::{converge, recovery::FAILED_KEPT, segments::SegmentMaps};
+use super::{
+    converge,
+    recovery::FAILED_KEPT,
+    segments::SegmentMaps,
+    stream::{Held, held},
+};
 use crate::{
     keys::Keys,
     recent::RecentIds,
@@ -149,20 +154,11 @@ impl Failover {
                 continue;
             }
             let ids: Vec<i64> = mine.iter().map(|(id, _)| *id).collect();
-            let (pending, failed): (Vec<Option<String>>, Vec<Option<String>>) = redis::pipe()
-                .cmd("HMGET")
-                .arg(&sk.pending)
-                .arg(&ids)
-                .cmd("HMGET")
-                .arg(&sk.failed)
-                .arg(&ids)
-                .query_async(&mut self.redis.clone())
-                .await?;
-            for ((order, pending), failed) in mine.into_iter().zip(pending).zip(failed) {
-                match (pending, failed) {
-                    (_, Some(_)) => {}
-                    (Some(_), None) => open.push(order),
-                    (None, None) => gone.push((segment, order)),
+            for (order, held) in mine.into_iter().zip(held(&self.redis, sk, &ids).await?) {
+                match held {
+                    Held::Failed => {}
+                    Held::Pending => open.push(order),
+                    Held::Gone => gone.push((segment, order)),
                 }
             }
         }

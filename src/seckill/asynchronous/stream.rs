@@ -39,6 +39,40 @@ impl Entry {
     }
 }
 
+/// Where Redis holds an accepted order now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Held {
+    /// Accepted and not yet acknowledged.
+    Pending,
+    /// Dead-lettered (or vanished with a demoted master) and given back.
+    Failed,
+    /// Neither: acknowledged after its commit, or never here.
+    Gone,
+}
+
+/// Each of `order_ids` as the segment's pending and failed hashes hold it,
+/// in one round trip; a failed order is `Failed` even if still pending.
+pub(super) async fn held(redis: &Redis, sk: &SeckillKeys, order_ids: &[i64]) -> redis::RedisResult<Vec<Held>> {
+    let (failed, pending): (Vec<Option<String>>, Vec<Option<String>>) = redis::pipe()
+        .cmd("HMGET")
+        .arg(&sk.failed)
+        .arg(order_ids)
+        .cmd("HMGET")
+        .arg(&sk.pending)
+        .arg(order_ids)
+        .query_async(&mut redis.clone())
+        .await?;
+    Ok(failed
+        .into_iter()
+        .zip(pending)
+        .map(|(failed, pending)| match (failed, pending) {
+            (Some(_), _) => Held::Failed,
+            (None, Some(_)) => Held::Pending,
+            (None, None) => Held::Gone,
+        })
+        .collect())
+}
+
 /// Why a batch was not persisted.
 #[derive(Debug, thiserror::Error)]
 pub(super) enum PersistError {
