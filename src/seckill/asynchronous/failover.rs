@@ -113,26 +113,34 @@ impl Failover {
         }
     }
 
-    /// Every active voucher's masters, against the last round's.
+    /// Every active voucher's masters, against the last round's; a voucher
+    /// whose master cannot be reached now is looked at next round.
     async fn relearn_after_failover(&self) -> SeckillResult<()> {
         let active: Vec<u64> = self.redis.clone().smembers(self.keys.seckill_active()).await?;
         for voucher in active {
-            let segments = self.segments.of_or_single(voucher).await?;
-            let mut lineage = Vec::with_capacity(segments.count());
-            for sk in segments.keys() {
-                lineage.push(master_replid(&self.redis, &sk.stock).await?);
-            }
-            let before = self.lineages.get(voucher);
-            self.lineages.insert(voucher, lineage.clone());
-            if before.is_some_and(|before| before != lineage) {
-                tracing::warn!(
-                    voucher,
-                    "the Redis master of the voucher's keys changed (a failover); its buyers and stock are learnt again from MariaDB"
-                );
-                metrics::counter!("hmdp_redis_relearned_total").increment(1);
-                converge::relearn(&self.db, &self.redis, &segments, voucher).await?;
+            if let Err(err) = self.relearn_if_moved(voucher).await {
+                tracing::warn!(voucher, error = %err, "checking the voucher's Redis master failed; again next round");
             }
         }
+        Ok(())
+    }
+
+    async fn relearn_if_moved(&self, voucher: u64) -> SeckillResult<()> {
+        let segments = self.segments.of_or_single(voucher).await?;
+        let mut lineage = Vec::with_capacity(segments.count());
+        for sk in segments.keys() {
+            lineage.push(master_replid(&self.redis, &sk.stock).await?);
+        }
+        if self.lineages.get(voucher).is_some_and(|before| before != lineage) {
+            tracing::warn!(
+                voucher,
+                "the Redis master of the voucher's keys changed (a failover); its buyers and stock are learnt again from MariaDB"
+            );
+            metrics::counter!("hmdp_redis_relearned_total").increment(1);
+            converge::relearn(&self.db, &self.redis, &segments, voucher).await?;
+        }
+        // Remembered once learnt: a relearning that failed is tried again.
+        self.lineages.insert(voucher, lineage);
         Ok(())
     }
 
