@@ -9,6 +9,9 @@
 -- than both, so they stay.
 -- KEYS[1] orders stream, KEYS[2] pending hash, KEYS[3] holders hash.
 -- ARGV[1] the group, ARGV[2] n, then n stream ids, n order ids, n user ids.
+-- A holder entry goes only if it names the order acknowledged: the user
+-- may hold a newer order by now (theirs was taken along by a demoted
+-- master, and they bought again).
 -- Returns how many entries the trim took off.
 local n = tonumber(ARGV[2])
 local function slice(from)
@@ -19,7 +22,12 @@ end
 if n > 0 then
     redis.call('XACK', KEYS[1], ARGV[1], unpack(slice(3)))
     redis.call('HDEL', KEYS[2], unpack(slice(3 + n)))
-    redis.call('HDEL', KEYS[3], unpack(slice(3 + 2 * n)))
+    for i = 1, n do
+        local user = ARGV[2 + 2 * n + i]
+        if redis.call('HGET', KEYS[3], user) == ARGV[2 + n + i] then
+            redis.call('HDEL', KEYS[3], user)
+        end
+    end
 end
 local pending = redis.call('XPENDING', KEYS[1], ARGV[1])
 local keep

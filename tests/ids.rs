@@ -64,8 +64,13 @@ fn assert_unique_and_increasing(per_task: &[Vec<i64>]) -> HashSet<i64> {
 #[tokio::test]
 async fn concurrent_tasks_on_two_generators_get_unique_increasing_ids_one_incr_each() {
     let (per_task, counted) = draw(1).await;
-    assert_unique_and_increasing(&per_task);
-    assert_eq!(counted, (TASKS * IDS_PER_TASK) as i64, "one sequence number per id");
+    let all = assert_unique_and_increasing(&per_task);
+    // One sequence number per id, but for a reservation answered after its
+    // second turned (it is drawn again for the new second): at most one a
+    // generator each time the second turns.
+    let seconds = all.iter().map(|id| id >> 32).collect::<BTreeSet<i64>>().len() as i64;
+    let drawn = (TASKS * IDS_PER_TASK) as i64;
+    assert!((drawn..=drawn + 2 * seconds).contains(&counted), "counters moved by {counted} for {drawn} ids");
 }
 
 #[tokio::test]
@@ -74,10 +79,11 @@ async fn ids_from_reserved_blocks_are_unique_increasing_and_waste_at_most_a_bloc
     let (per_task, counted) = draw(block).await;
     let all = assert_unique_and_increasing(&per_task);
     // Every id's second opens at most one block per generator that may be
-    // left part-used; nothing else is drawn and not handed out.
+    // left part-used, and one reserved as the second turned and drawn
+    // again for the next; nothing else is drawn and not handed out.
     let seconds: BTreeSet<i64> = all.iter().map(|id| id >> 32).collect();
     let drawn = (TASKS * IDS_PER_TASK) as i64;
-    let most_wasted = 2 * seconds.len() as i64 * i64::from(block);
+    let most_wasted = 2 * 2 * seconds.len() as i64 * i64::from(block);
     assert_eq!(counted % i64::from(block), 0, "sequences are reserved {block} at a time: {counted}");
     assert!(
         (drawn..=drawn + most_wasted).contains(&counted),

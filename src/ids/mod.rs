@@ -15,6 +15,8 @@ const SEQUENCE_BITS: u32 = 32;
 /// The per-day counters are kept a while for "orders per day" statistics,
 /// then left to expire instead of accumulating forever.
 const SEQUENCE_KEY_TTL_SECS: i64 = 40 * 24 * 3600;
+/// Reservations tried for one id before it is refused as unavailable.
+const RESERVE_TRIES: usize = 3;
 
 /// Order ids: `(now_secs - EPOCH_SECS) << 32 | INCR icr:order:<yyyy:MM:dd>`.
 ///
@@ -27,6 +29,20 @@ const SEQUENCE_KEY_TTL_SECS: i64 = 40 * 24 * 3600;
 /// round trip. A block serves only the second it was reserved in: its ids
 /// carry that second, the day key matches it, and the argument above holds
 /// unchanged. What is left of a block when the second turns is dropped.
+///
+/// The argument needs a counter that never goes back, and a Redis
+/// failover can take it back: increments the old master answered and
+/// never passed on are lost with it. A reservation still in flight when
+/// its master was cut off is retried by the cluster client on the
+/// promoted replica seconds later, where the counter hands out the same
+/// values again. So a block is kept only if its `INCRBY` was answered in
+/// the second it was reserved for; otherwise it is reserved again for the
+/// second it is now. A promoted replica answers its first write well over
+/// a second after its old master answered its last one (the old master
+/// stops when it loses the majority, the replica waits
+/// `cluster-node-timeout` and an election), so the two cannot serve one
+/// second. An id that collides all the same is caught at persistence (a
+/// row with another owner): that order fails with its unit given back.
 ///
 /// Limits:
 /// - at most 2^32 ids per UTC day (the counter's width); past that `next`
@@ -65,12 +81,14 @@ pub enum IdError {
     ClockBeforeEpoch,
     #[error("the daily sequence is exhausted")]
     SequenceExhausted,
+    #[error("no id block was answered within the second it was asked for")]
+    Unsettled,
 }
 
 impl IdError {
-    /// Only an unreachable Redis; the other errors are this service's own.
+    /// An unreachable or slow Redis; the other errors are this service's own.
     pub(crate) fn is_unavailable(&self) -> bool {
-        matches!(self, Self::Redis(err) if crate::dependency::redis_unreachable(err))
+        matches!(self, Self::Unsettled) || matches!(self, Self::Redis(err) if crate::dependency::redis_unreachable(err))
     }
 }
 
@@ -81,16 +99,18 @@ impl OrderIdGenerator {
     }
 
     pub async fn next(&self) -> Result<i64, IdError> {
-        self.next_at(Utc::now()).await
-    }
-
-    async fn next_at(&self, now: DateTime<Utc>) -> Result<i64, IdError> {
-        let elapsed = now.timestamp() - EPOCH_SECS;
+        // The second is read once the block is ours: a caller that waited
+        // for the lock across a turn of the second asks for the new one.
+        let mut block = self.block.lock().await;
+        let mut now = Utc::now();
+        let mut elapsed = now.timestamp() - EPOCH_SECS;
         if elapsed < 0 {
             return Err(IdError::ClockBeforeEpoch);
         }
-        let mut block = self.block.lock().await;
-        if block.elapsed_secs != elapsed || block.next >= block.end {
+        for _ in 0..RESERVE_TRIES {
+            if block.elapsed_secs == elapsed && block.next < block.end {
+                break;
+            }
             let key = self.keys.order_sequence(&now.format("%Y:%m:%d").to_string());
             let (last,): (i64,) = redis::pipe()
                 .incr(&key, self.block_size)
@@ -99,6 +119,16 @@ impl OrderIdGenerator {
                 .query_async(&mut self.redis.clone())
                 .await?;
             *block = Block { elapsed_secs: elapsed, next: last - i64::from(self.block_size) + 1, end: last + 1 };
+            // Answered in a later second: possibly by another master than
+            // the one asked (see above), so reserved again for this second.
+            let answered = Utc::now();
+            if answered.timestamp() - EPOCH_SECS != elapsed {
+                *block = Block::default();
+                (now, elapsed) = (answered, answered.timestamp() - EPOCH_SECS);
+            }
+        }
+        if block.elapsed_secs != elapsed || block.next >= block.end {
+            return Err(IdError::Unsettled);
         }
         let sequence = block.next;
         block.next += 1;

@@ -33,7 +33,7 @@ use sqlx::MySqlPool;
 use super::{
     converge,
     recovery::FAILED_KEPT,
-    segments::SegmentMaps,
+    segments::{SegmentMaps, Segments},
     stream::{Held, held},
 };
 use crate::{
@@ -49,6 +49,8 @@ static VANISHED: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!(".
 const WATCHED_MAX: usize = 100_000;
 /// Vouchers whose masters' lineage is remembered, at most.
 const LINEAGES_MAX: usize = 10_000;
+/// Watched orders looked up at once.
+const LOOKUP_CHUNK: usize = 1_000;
 
 /// An order answered 202, until it ends.
 #[derive(Clone, Copy)]
@@ -56,6 +58,15 @@ struct Watched {
     user_id: u64,
     voucher_id: u64,
     accepted_ms: i64,
+}
+
+impl Watched {
+    /// The row found under the order's id is this order's: a row of
+    /// another owner is another order that drew the same id (a counter
+    /// taken back by a failover), and this one has no row.
+    fn is_row(&self, voucher_id: u64, row: Option<&store::OrderOwner>) -> bool {
+        row == Some(&store::OrderOwner { user_id: self.user_id, voucher_id })
+    }
 }
 
 pub(super) struct Failover {
@@ -100,15 +111,17 @@ impl Failover {
             by_voucher.entry(order.voucher_id).or_default().push((id as i64, order));
         }
         for (voucher, orders) in by_voucher {
-            let open = match self.settle_unreplicated(voucher, &orders).await {
-                Ok(open) => open,
-                Err(err) => {
-                    tracing::warn!(voucher, error = %err, "settling orders answered 202 failed; again next round");
-                    orders
+            for chunk in orders.chunks(LOOKUP_CHUNK) {
+                let open = match self.settle_unreplicated(voucher, chunk).await {
+                    Ok(open) => open,
+                    Err(err) => {
+                        tracing::warn!(voucher, error = %err, "settling orders answered 202 failed; again next round");
+                        chunk.to_vec()
+                    }
+                };
+                for (id, order) in open {
+                    self.watched.insert(id as u64, order);
                 }
-            };
-            for (id, order) in open {
-                self.watched.insert(id as u64, order);
             }
         }
     }
@@ -144,19 +157,20 @@ impl Failover {
         Ok(())
     }
 
-    /// The voucher's orders answered 202 that are still pending; those
-    /// with their row or already `FAILED` are done, and those that
-    /// vanished are recorded `FAILED`.
+    /// The voucher's orders answered 202 that are still to watch: those
+    /// pending, and those `FAILED` whose index could not be written. Those
+    /// with their row are done, and those that vanished are recorded
+    /// `FAILED`.
     async fn settle_unreplicated(&self, voucher: u64, orders: &[(i64, Watched)]) -> SeckillResult<Vec<(i64, Watched)>> {
         let segments = self.segments.of_or_single(voucher).await?;
         let ids: Vec<i64> = orders.iter().map(|(id, _)| *id).collect();
         let rows = store::existing_orders(&self.db, &ids).await?;
-        let (mut open, mut gone) = (Vec::new(), Vec::new());
+        let (mut open, mut gone, mut failed) = (Vec::new(), Vec::new(), Vec::new());
         for (segment, sk) in segments.keys().iter().enumerate() {
             let mine: Vec<(i64, Watched)> = orders
                 .iter()
                 .copied()
-                .filter(|(id, o)| segments.of_user(o.user_id) == segment && !rows.contains_key(id))
+                .filter(|(id, o)| segments.of_user(o.user_id) == segment && !o.is_row(voucher, rows.get(id)))
                 .collect();
             if mine.is_empty() {
                 continue;
@@ -164,15 +178,38 @@ impl Failover {
             let ids: Vec<i64> = mine.iter().map(|(id, _)| *id).collect();
             for (order, held) in mine.into_iter().zip(held(&self.redis, sk, &ids).await?) {
                 match held {
-                    Held::Failed => {}
+                    Held::Failed => failed.push(order),
                     Held::Pending => open.push(order),
                     Held::Gone => gone.push((segment, order)),
                 }
             }
         }
-        if gone.is_empty() {
-            return Ok(open);
+        if !gone.is_empty() {
+            self.record_gone(voucher, &segments, gone, &mut open, &mut failed).await?;
         }
+        // A failed order is found by its index once its sale leaves the
+        // active set: written again (it is idempotent) until it holds.
+        for (id, order) in failed {
+            let indexed: redis::RedisResult<()> =
+                self.redis.clone().set_ex(self.keys.failed_order(id), voucher, FAILED_KEPT.as_secs()).await;
+            if let Err(err) = indexed {
+                tracing::warn!(order_id = id, error = %err, "indexing a failed order failed; again next round");
+                open.push((id, order));
+            }
+        }
+        Ok(open)
+    }
+
+    /// The orders found neither pending nor failed, looked at again under
+    /// the voucher's row lock: those without a row are recorded `FAILED`.
+    async fn record_gone(
+        &self,
+        voucher: u64,
+        segments: &Segments,
+        gone: Vec<(usize, (i64, Watched))>,
+        open: &mut Vec<(i64, Watched)>,
+        failed: &mut Vec<(i64, Watched)>,
+    ) -> SeckillResult<()> {
         // Under the row lock no batch persists: an order neither pending nor
         // a row now never will be.
         let mut tx = self.db.begin().await?;
@@ -180,7 +217,7 @@ impl Failover {
         let ids: Vec<i64> = gone.iter().map(|(_, (id, _))| *id).collect();
         let rows = store::existing_orders(&mut *tx, &ids).await?;
         for (segment, (id, order)) in gone {
-            if rows.contains_key(&id) {
+            if order.is_row(voucher, rows.get(&id)) {
                 continue;
             }
             let sk = &segments.keys()[segment];
@@ -193,27 +230,21 @@ impl Failover {
                 .await?;
             match recorded {
                 0 => open.push((id, order)),
-                1 => self.record_vanished(voucher, id, order).await,
-                _ => {}
+                1 => {
+                    metrics::counter!("hmdp_orders_vanished_total").increment(1);
+                    tracing::error!(
+                        voucher,
+                        order_id = id,
+                        user_id = order.user_id,
+                        "an order answered 202 vanished with a demoted Redis master: recorded FAILED"
+                    );
+                    failed.push((id, order));
+                }
+                _ => failed.push((id, order)),
             }
         }
         tx.commit().await?;
-        Ok(open)
-    }
-
-    async fn record_vanished(&self, voucher: u64, order_id: i64, order: Watched) {
-        let indexed: redis::RedisResult<()> =
-            self.redis.clone().set_ex(self.keys.failed_order(order_id), voucher, FAILED_KEPT.as_secs()).await;
-        if let Err(err) = indexed {
-            tracing::warn!(order_id, error = %err, "indexing a vanished order failed; found while its sale is active");
-        }
-        metrics::counter!("hmdp_orders_vanished_total").increment(1);
-        tracing::error!(
-            voucher,
-            order_id,
-            user_id = order.user_id,
-            "an order answered 202 vanished with a demoted Redis master: recorded FAILED"
-        );
+        Ok(())
     }
 }
 

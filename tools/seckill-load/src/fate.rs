@@ -14,7 +14,7 @@ use futures::{StreamExt, stream};
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::{history::Entry, report::Outcome, sale::tokens_from_file};
+use crate::users::tokens_from_file;
 
 /// Lookups in flight at once.
 const LOOKUPS_AT_ONCE: usize = 32;
@@ -76,22 +76,30 @@ impl Resolutions {
     }
 }
 
-/// Each user whose answer settled nothing asks their order list; `rows`
-/// is what MariaDB holds (user id -> live order of the voucher).
+/// A request as the checks here need it: the user's place in the run
+/// (its line of the tokens file), its id when known, and the order id
+/// its answer named.
+#[derive(Debug, Clone, Copy)]
+pub struct Asked {
+    pub user: usize,
+    pub user_id: Option<u64>,
+    pub order_id: Option<i64>,
+}
+
+/// Each user whose answer settled nothing (`unsettled`) asks their order
+/// list; `rows` is what MariaDB holds (user id -> live order of the
+/// voucher).
 pub async fn resolve(
     base_url: &str,
     tokens: &Path,
-    entries: &[Entry],
+    unsettled: &[Asked],
     voucher: u64,
     rows: &HashMap<u64, i64>,
 ) -> anyhow::Result<Resolutions> {
     let users = tokens_from_file(tokens)?;
     let client = reqwest::Client::builder().timeout(Duration::from_secs(10)).build()?;
-    let unsettled: Vec<(Option<u64>, Option<&str>)> = entries
-        .iter()
-        .filter(|e| e.settled_nothing())
-        .map(|e| (e.user_id, users.get(e.user).map(|u| u.token.as_str())))
-        .collect();
+    let unsettled: Vec<(Option<u64>, Option<&str>)> =
+        unsettled.iter().map(|a| (a.user_id, users.get(a.user).map(|u| u.token.as_str()))).collect();
     let told: Vec<(Option<u64>, Option<bool>)> = stream::iter(unsettled)
         .map(|(user_id, token)| {
             let client = &client;
@@ -151,14 +159,14 @@ enum State {
     Unanswered,
 }
 
-/// Each 202 order of `entries`, asked at `base_url` with its buyer's token
-/// (a user's place in the run is its line of `tokens`).
-pub async fn ask(base_url: &str, tokens: &Path, entries: &[Entry]) -> anyhow::Result<Fates> {
+/// Each order answered 202 (`accepted`), asked at `base_url` with its
+/// buyer's token.
+pub async fn ask(base_url: &str, tokens: &Path, accepted: &[Asked]) -> anyhow::Result<Fates> {
     let users = tokens_from_file(tokens)?;
     let client = reqwest::Client::builder().timeout(Duration::from_secs(10)).build()?;
     let mut fates = Fates::default();
     let mut orders = Vec::new();
-    for e in entries.iter().filter(|e| e.outcome == Outcome::Unreplicated) {
+    for e in accepted {
         fates.asked += 1;
         match (e.order_id, users.get(e.user)) {
             (Some(id), Some(user)) => orders.push((id, user.token.as_str())),

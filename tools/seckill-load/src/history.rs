@@ -54,7 +54,7 @@ pub struct Entry {
 
 impl Entry {
     /// An answer that says nothing of the order: it may exist or not.
-    pub(crate) fn settled_nothing(&self) -> bool {
+    fn settled_nothing(&self) -> bool {
         matches!(self.status, None | Some(502..=504))
     }
 }
@@ -231,8 +231,11 @@ pub async fn check(args: CheckArgs) -> anyhow::Result<()> {
     .await?;
     let (fates, resolutions) = match (&args.base_url, &args.tokens) {
         (Some(base_url), Some(tokens)) => (
-            Some(fate::ask(base_url, tokens, &entries).await?),
-            Some(fate::resolve(base_url, tokens, &entries, sale.voucher_id, &rows).await?),
+            Some(fate::ask(base_url, tokens, &asked(&entries, |e| e.outcome == Outcome::Unreplicated)).await?),
+            Some(
+                fate::resolve(base_url, tokens, &asked(&entries, Entry::settled_nothing), sale.voucher_id, &rows)
+                    .await?,
+            ),
         ),
         _ => (None, None),
     };
@@ -294,6 +297,15 @@ pub async fn check(args: CheckArgs) -> anyhow::Result<()> {
     }
     anyhow::ensure!(problems.is_empty(), "the history against the tables: {}", problems.join("; "));
     Ok(())
+}
+
+/// The entries `which` picks, as the buyers' lookups need them.
+fn asked(entries: &[Entry], which: impl Fn(&Entry) -> bool) -> Vec<fate::Asked> {
+    entries
+        .iter()
+        .filter(|e| which(e))
+        .map(|e| fate::Asked { user: e.user, user_id: e.user_id, order_id: e.order_id })
+        .collect()
 }
 
 /// User id -> the live order that user holds for the voucher.

@@ -31,6 +31,7 @@ mod guarded;
 mod history;
 mod report;
 mod sale;
+mod users;
 mod voucher;
 
 use std::{
@@ -51,7 +52,7 @@ use hmdp::{
 use serde_json::json;
 
 use report::Outcome;
-use sale::User;
+use users::User;
 
 #[derive(Parser)]
 #[command(name = "seckill-load", about = "Load-test the seckill route, then audit the database")]
@@ -573,7 +574,7 @@ pub(crate) fn read_stock_deltas(path: &std::path::Path) -> anyhow::Result<i64> {
 
 async fn load_tokens(args: &Args, db: &sqlx::MySqlPool) -> anyhow::Result<Vec<User>> {
     if let Some(path) = &args.tokens {
-        return sale::tokens_from_file(path);
+        return users::tokens_from_file(path);
     }
     let Some(count) = args.users else { return Ok(Vec::new()) };
     let secret = args.jwt_secret.as_deref().context("--users needs JWT_SECRET (the stack's)")?;

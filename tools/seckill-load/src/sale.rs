@@ -12,7 +12,6 @@ use std::{
     time::{Duration, Instant},
 };
 
-use anyhow::Context;
 use serde_json::Value;
 
 use crate::{
@@ -20,6 +19,7 @@ use crate::{
     guarded::{self, Admitted, Greedy, Ledger},
     history,
     report::{Outcome, Recorder},
+    users::User,
 };
 
 /// An answer as the report counts it: the outcome, the order id when
@@ -373,33 +373,6 @@ fn other(key: String, whole: String) -> Answer {
         eprintln!("\nunexpected outcome: {whole}");
     }
     (Outcome::Other, None, Some(key))
-}
-
-/// A user of the run: the token, and the id when known (the audit then
-/// checks every answer against that user's row).
-pub(crate) struct User {
-    pub(crate) id: Option<u64>,
-    pub(crate) token: String,
-}
-
-/// The users of a CSV of `hmdp seed-users --out` (a `token` column, and a
-/// `userId` one when known), in the order of the file: a user's place in
-/// the run is its line.
-pub(crate) fn tokens_from_file(path: &std::path::Path) -> anyhow::Result<Vec<User>> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-    let mut lines = text.lines();
-    let header: Vec<&str> = lines.next().context("empty tokens file")?.split(',').map(str::trim).collect();
-    let column = header.iter().position(|c| *c == "token").context("no `token` column in the header")?;
-    let id_column = header.iter().position(|c| *c == "userId");
-    lines
-        .filter(|l| !l.trim().is_empty())
-        .map(|l| {
-            let fields: Vec<&str> = l.split(',').collect();
-            let token = fields.get(column).map(|t| (*t).to_owned()).context("short CSV line")?;
-            let id = id_column.and_then(|c| fields.get(c)).and_then(|v| v.trim().parse().ok());
-            Ok(User { id, token })
-        })
-        .collect()
 }
 
 pub(crate) async fn show_progress(done: Arc<AtomicUsize>, total: usize) {

@@ -123,10 +123,14 @@ impl Consumer {
                     last_claim = Instant::now();
                 }
                 if last_retire.elapsed() >= retire_every {
-                    let retired = self.retire(&streams).await?;
-                    streams.retain(|s| !retired.contains(&s.voucher));
-                    // Only the streams still read are remembered.
-                    ready.retain(|name| streams.iter().any(|s| s.keys().orders == *name));
+                    match self.retire(&streams).await {
+                        Ok(retired) => {
+                            streams.retain(|s| !retired.contains(&s.voucher));
+                            // Only the streams still read are remembered.
+                            ready.retain(|name| streams.iter().any(|s| s.keys().orders == *name));
+                        }
+                        Err(err) => unreachable = Some(err),
+                    }
                     last_retire = Instant::now();
                 }
                 if streams.is_empty() {
