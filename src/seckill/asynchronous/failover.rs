@@ -22,9 +22,10 @@
 //! The watch lives in the instance that answered: an instance that dies
 //! takes it along, and such an order stays unknown (404) to its buyer.
 
-use std::{collections::HashMap, sync::LazyLock};
-
-use std::sync::Arc;
+use std::{
+    collections::HashMap,
+    sync::{Arc, LazyLock},
+};
 
 use hmdp_redis::Redis;
 use redis::{AsyncCommands, Script};

@@ -130,21 +130,32 @@ pub async fn resolve(
 /// Whether the user's order list shows a live order of `voucher` (its
 /// first page of 100: a sale's buyer holds one).
 async fn holds(client: &reqwest::Client, base_url: &str, token: &str, voucher: u64) -> Option<bool> {
+    let url = format!("{base_url}/voucher-order/mine?page=1&pageSize=100");
+    asked_until_answered(client, &url, token, |status, body| {
+        let list = body["data"].as_array().filter(|_| status == 200)?;
+        Some(list.iter().any(|o| {
+            o["voucherId"].as_u64() == Some(voucher)
+                && !matches!(o["statusName"].as_str(), Some("CANCELLED" | "REFUNDED"))
+        }))
+    })
+    .await
+}
+
+/// `GET url` as the buyer `token`, asked again (a little later each time,
+/// `LOOKUP_TRIES` in all) until `read` takes the answer (status, body).
+async fn asked_until_answered<T>(
+    client: &reqwest::Client,
+    url: &str,
+    token: &str,
+    read: impl Fn(u16, &Value) -> Option<T>,
+) -> Option<T> {
     for attempt in 1..=LOOKUP_TRIES {
-        let answer = client
-            .get(format!("{base_url}/voucher-order/mine?page=1&pageSize=100"))
-            .header("authorization", token)
-            .send()
-            .await;
-        if let Ok(answer) = answer
-            && answer.status().is_success()
-            && let Ok(body) = answer.json::<Value>().await
-            && let Some(list) = body["data"].as_array()
-        {
-            return Some(list.iter().any(|o| {
-                o["voucherId"].as_u64() == Some(voucher)
-                    && !matches!(o["statusName"].as_str(), Some("CANCELLED" | "REFUNDED"))
-            }));
+        if let Ok(answer) = client.get(url).header("authorization", token).send().await {
+            let status = answer.status().as_u16();
+            let body: Value = answer.json().await.unwrap_or(Value::Null);
+            if let Some(read) = read(status, &body) {
+                return Some(read);
+            }
         }
         tokio::time::sleep(Duration::from_millis(200 * u64::from(attempt))).await;
     }
@@ -191,20 +202,14 @@ pub async fn ask(base_url: &str, tokens: &Path, accepted: &[Asked]) -> anyhow::R
 }
 
 async fn state_of(client: &reqwest::Client, base_url: &str, id: i64, token: &str) -> State {
-    for attempt in 1..=LOOKUP_TRIES {
-        let answer = client.get(format!("{base_url}/voucher-order/{id}")).header("authorization", token).send().await;
-        if let Ok(answer) = answer {
-            let status = answer.status().as_u16();
-            let body: Value = answer.json().await.unwrap_or(Value::Null);
-            match (status, body["data"]["state"].as_str()) {
-                (200, Some("CONFIRMED")) => return State::Confirmed,
-                (200, Some("FAILED")) => return State::Failed,
-                (200, Some("PENDING")) => return State::Pending,
-                (404, _) => return State::Vanished,
-                _ => {}
-            }
-        }
-        tokio::time::sleep(Duration::from_millis(200 * u64::from(attempt))).await;
-    }
-    State::Unanswered
+    let url = format!("{base_url}/voucher-order/{id}");
+    asked_until_answered(client, &url, token, |status, body| match (status, body["data"]["state"].as_str()) {
+        (200, Some("CONFIRMED")) => Some(State::Confirmed),
+        (200, Some("FAILED")) => Some(State::Failed),
+        (200, Some("PENDING")) => Some(State::Pending),
+        (404, _) => Some(State::Vanished),
+        _ => None,
+    })
+    .await
+    .unwrap_or(State::Unanswered)
 }
