@@ -13,6 +13,7 @@ pub mod config;
 mod connect;
 pub mod dependency;
 mod errors;
+mod events;
 mod http;
 pub mod ids;
 pub mod keys;

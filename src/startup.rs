@@ -106,6 +106,7 @@ pub(crate) async fn build_state(config: Config) -> anyhow::Result<AppState> {
         keys: keys.clone(),
         order_ids,
         locks,
+        outbox: crate::events::Outbox::new(config.events.written()),
     };
     let seckill = Seckill::build(&config, &instance, deps).await?;
     let sale_path = SalePath::new(

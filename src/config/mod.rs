@@ -9,6 +9,7 @@
 //! that hold one write their `Debug` by hand.
 
 mod auth;
+mod events;
 mod limits;
 mod redact;
 mod salepath;
@@ -20,6 +21,7 @@ mod table;
 use clap::Args;
 
 pub use auth::{AuthSettings, MIN_JWT_SECRET_LEN};
+pub use events::{EventSettings, OrderEvents};
 pub use limits::LimitSettings;
 pub use salepath::SalePathSettings;
 pub use seckill::{
@@ -50,6 +52,8 @@ pub struct Config {
     pub orders: OrderSettings,
     #[command(flatten)]
     pub sale_path: SalePathSettings,
+    #[command(flatten)]
+    pub events: EventSettings,
 }
 
 /// Everything `hmdp serve` reads, as clap sees it.
@@ -73,7 +77,8 @@ impl Config {
         self.limits.validate()?;
         self.seckill.validate()?;
         self.orders.validate()?;
-        self.sale_path.validate()
+        self.sale_path.validate()?;
+        self.events.validate()
     }
 
     pub(crate) fn instance_id(&self) -> &str {
@@ -113,6 +118,7 @@ mod tests {
         assert_eq!(format!("{:?}", parsed.db), format!("{:?}", DatabaseSettings::default()));
         assert_eq!(format!("{:?}", parsed.replica), format!("{:?}", ReplicaSettings::default()));
         assert_eq!(format!("{:?}", parsed.redis), format!("{:?}", RedisSettings::default()));
+        assert_eq!(format!("{:?}", parsed.events), format!("{:?}", EventSettings::default()));
     }
 
     #[test]
@@ -137,6 +143,7 @@ mod tests {
             "--admin-key=admin-key-789",
             "--database-read-url=mysql://hmdp:replica-pass-321@127.0.0.1:3307/hmdp",
             "--redis-cluster-nodes=rediss://hmdp:node-pass-654@10.0.0.31:6379,10.0.0.32:6379",
+            "--nats-url=nats://hmdp:nats-pass-987@10.0.0.41:4222",
         ])
         .expect("the flags parse");
         let shown = format!("{config:?}");
@@ -147,6 +154,7 @@ mod tests {
             "admin-key-789",
             "replica-pass-321",
             "node-pass-654",
+            "nats-pass-987",
         ] {
             assert!(!shown.contains(secret), "{secret} in {shown}");
         }

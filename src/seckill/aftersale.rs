@@ -17,6 +17,8 @@ use chrono::TimeDelta;
 use sqlx::MySqlPool;
 use tokio_util::sync::CancellationToken;
 
+use crate::events::{Change, Outbox};
+
 use super::{
     error::{SeckillError, SeckillResult},
     mode::Mode,
@@ -35,6 +37,8 @@ const SWEEP_ORDERS: u32 = 500;
 pub(crate) struct AfterSale {
     pub(super) db: MySqlPool,
     pub(super) pay_timeout_s: u64,
+    /// Where each transition writes its event, in its own transaction.
+    pub(super) outbox: Outbox,
     /// Told of every unit returned, and given each round.
     pub(super) mode: Arc<Mode>,
 }
@@ -55,7 +59,12 @@ impl AfterSale {
     ) -> SeckillResult<OrderView> {
         let mut order = self.order(order_id, owner).await?;
         if order.status == Some(status::UNPAID) {
-            let paid = store::confirm_payment(&self.db, order_id, pay_type, self.pay_timeout_s).await?;
+            let mut tx = self.db.begin().await?;
+            let paid = store::confirm_payment(&mut *tx, order_id, pay_type, self.pay_timeout_s).await?;
+            if paid {
+                self.outbox.changed(&mut tx, Change::Paid, &[order_id]).await?;
+            }
+            tx.commit().await?;
             // Paid now, or what beat the payment to it (the timeout).
             order = self.order(order_id, owner).await?;
             if paid {
@@ -94,7 +103,12 @@ impl AfterSale {
 
     /// The shop redeems a paid order. Redeeming it again answers it again.
     pub(crate) async fn redeem(&self, order_id: i64) -> SeckillResult<OrderView> {
-        let used = store::redeem(&self.db, order_id).await?;
+        let mut tx = self.db.begin().await?;
+        let used = store::redeem(&mut *tx, order_id).await?;
+        if used {
+            self.outbox.changed(&mut tx, Change::Used, &[order_id]).await?;
+        }
+        tx.commit().await?;
         let order = self.order(order_id, None).await?;
         if used {
             transition("used");
@@ -119,6 +133,8 @@ impl AfterSale {
         let stock = store::lock_stock(&mut *tx, order.voucher_id).await?;
         let ended = store::end_order(&mut *tx, order_id, from, to).await?;
         if ended {
+            let change = if to == status::REFUNDED { Change::Refunded } else { Change::Cancelled };
+            self.outbox.changed(&mut tx, change, &[order_id]).await?;
             store::give_back(&mut *tx, order.voucher_id, 1).await?;
             let db_stock = i64::from(stock.unwrap_or_default()) + 1;
             self.mode.units_returned(&mut tx, order.voucher_id, db_stock, &[owner]).await;
@@ -184,6 +200,7 @@ impl AfterSale {
             let expired = store::lock_expired_orders(&mut *tx, voucher, self.pay_timeout_s, SWEEP_ORDERS).await?;
             let ids: Vec<i64> = expired.iter().map(|(id, _, _)| *id).collect();
             let n = store::cancel_unpaid(&mut *tx, &ids).await?;
+            self.outbox.changed(&mut tx, Change::Expired, &ids).await?;
             store::give_back(&mut *tx, voucher, n).await?;
             if n > 0 {
                 let users: Vec<u64> = expired.iter().map(|(_, user, _)| *user).collect();

@@ -9,7 +9,7 @@ use hmdp_redis::Redis;
 use sqlx::MySqlPool;
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
-use crate::{ids::OrderIdGenerator, keys::Keys};
+use crate::{events::Outbox, ids::OrderIdGenerator, keys::Keys};
 
 /// What the seckill is built from besides the settings; shared with the
 /// rest of the app.
@@ -21,6 +21,9 @@ pub(crate) struct Dependencies {
     pub(crate) keys: Keys,
     pub(crate) order_ids: OrderIdGenerator,
     pub(crate) locks: LockService,
+    /// Where each change of an order writes its event (or nothing, with
+    /// `ORDER_EVENTS=off`).
+    pub(crate) outbox: Outbox,
 }
 
 /// The owner of every background task of the seckill (the consumer, the

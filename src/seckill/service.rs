@@ -46,10 +46,11 @@ impl Seckill {
     pub(crate) async fn build(config: &Config, instance: &str, deps: Dependencies) -> anyhow::Result<Self> {
         let workers = Workers::default();
         let mode = Arc::new(Mode::build(config, instance, &deps, &workers).await?);
-        let Dependencies { db, replica, redis, keys, locks, .. } = deps;
+        let Dependencies { db, replica, redis, keys, locks, outbox, .. } = deps;
         let aftersale = Arc::new(AfterSale {
             db: db.clone(),
             pay_timeout_s: config.orders.order_pay_timeout_s,
+            outbox,
             mode: mode.clone(),
         });
         Ok(Self(Arc::new(Service { mode, db, replica, redis, keys, locks, aftersale, workers })))

@@ -133,6 +133,7 @@ impl Batch<'_> {
                 })
                 .collect();
             let inserted = store::insert_orders(&mut *tx, voucher, &orders).await?;
+            self.recovery.outbox.created(&mut tx, voucher, &NewOrder::keys(&orders)).await?;
             if !store::take_stock(&mut *tx, voucher, inserted).await? {
                 return Err(PersistError::Refused(anyhow::anyhow!(
                     "MariaDB has less stock than {inserted} orders accepted in Redis"

@@ -38,6 +38,7 @@ use super::{
     stream::{Held, held},
 };
 use crate::{
+    events::Outbox,
     keys::Keys,
     recent::RecentIds,
     seckill::{error::SeckillResult, store},
@@ -75,6 +76,7 @@ pub(super) struct Failover {
     redis: Redis,
     keys: Keys,
     segments: Arc<SegmentMaps>,
+    outbox: Outbox,
     /// Order id -> the order answered 202.
     watched: RecentIds<Watched>,
     /// Voucher -> the `master_replid` of each segment's master at the last
@@ -83,12 +85,13 @@ pub(super) struct Failover {
 }
 
 impl Failover {
-    pub(super) fn new(db: MySqlPool, redis: Redis, keys: Keys, segments: Arc<SegmentMaps>) -> Self {
+    pub(super) fn new(db: MySqlPool, redis: Redis, keys: Keys, segments: Arc<SegmentMaps>, outbox: Outbox) -> Self {
         Self {
             db,
             redis,
             keys,
             segments,
+            outbox,
             watched: RecentIds::new(WATCHED_MAX, None),
             lineages: RecentIds::new(LINEAGES_MAX, None),
         }
@@ -188,6 +191,13 @@ impl Failover {
         if !gone.is_empty() {
             self.record_gone(voucher, &segments, gone, &mut open, &mut failed).await?;
         }
+        // A failed order's event is written again (idempotent) before it
+        // leaves the watch: the commit that recorded it may have been lost.
+        let told: Vec<(i64, u64)> = failed.iter().map(|(id, o)| (*id, o.user_id)).collect();
+        if let Err(err) = self.failed_told(voucher, &told).await {
+            tracing::warn!(voucher, error = %err, "writing failed orders' events failed; again next round");
+            open.append(&mut failed);
+        }
         // A failed order is found by its index once its sale leaves the
         // active set: written again (it is idempotent) until it holds.
         for (id, order) in failed {
@@ -232,6 +242,7 @@ impl Failover {
             match recorded {
                 0 => open.push((id, order)),
                 1 => {
+                    self.outbox.failed(&mut tx, voucher, &[(id, order.user_id)]).await?;
                     metrics::counter!("hmdp_orders_vanished_total").increment(1);
                     tracing::error!(
                         voucher,
@@ -246,6 +257,16 @@ impl Failover {
         }
         tx.commit().await?;
         Ok(())
+    }
+}
+
+impl Failover {
+    async fn failed_told(&self, voucher: u64, orders: &[(i64, u64)]) -> sqlx::Result<()> {
+        if orders.is_empty() {
+            return Ok(());
+        }
+        let mut conn = self.db.acquire().await?;
+        self.outbox.failed(&mut conn, voucher, orders).await
     }
 }
 

@@ -89,6 +89,7 @@ impl AsyncMode {
             page: settings.async_batch_max,
             claim_idle,
             max_deliveries: settings.async_max_deliveries,
+            outbox: deps.outbox,
         };
         let consumer = Consumer {
             db: db.clone(),
@@ -106,7 +107,7 @@ impl AsyncMode {
         let replica_wait = ReplicaWait::build(&config.redis, settings.order_replica_acks, wait, &redis).await?;
         Ok(Self {
             mirror: Mirror::new(db.clone(), redis.clone(), keys.clone(), segments.clone()),
-            failover: failover::Failover::new(db.clone(), redis.clone(), keys.clone(), segments.clone()),
+            failover: failover::Failover::new(db.clone(), redis.clone(), keys.clone(), segments.clone(), deps.outbox),
             order_ids: deps.order_ids.clone(),
             deadline: Duration::from_millis(config.seckill.request_deadline_ms),
             replica_wait,

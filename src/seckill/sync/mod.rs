@@ -30,7 +30,7 @@ use super::{
     parts::{Dependencies, Workers},
     store,
 };
-use crate::{config::SyncSettings, ids::OrderIdGenerator, keys::Keys};
+use crate::{config::SyncSettings, events::Outbox, ids::OrderIdGenerator, keys::Keys};
 
 /// One order to place under its user's lock.
 struct Order {
@@ -43,6 +43,7 @@ struct Order {
 /// What the synchronous mode is made of; built once at start-up.
 pub(crate) struct SyncOrders {
     db: MySqlPool,
+    outbox: Outbox,
     gates: VoucherGates,
     locks: LockService,
     order_ids: OrderIdGenerator,
@@ -59,6 +60,7 @@ impl SyncOrders {
         let group_commit = (settings.order_batch_max > 1).then(|| {
             GroupCommitter::new(
                 deps.db.clone(),
+                deps.outbox,
                 settings.order_batch_max,
                 Duration::from_millis(settings.order_batch_wait_ms),
                 Duration::from_millis(settings.order_batch_worker_idle_ms),
@@ -68,6 +70,7 @@ impl SyncOrders {
         });
         Self {
             db: deps.db.clone(),
+            outbox: deps.outbox,
             gates: VoucherGates::new(settings.hot_row_permits, settings.hot_row_queue_max),
             locks: deps.locks.clone(),
             order_ids: deps.order_ids.clone(),
@@ -198,7 +201,7 @@ impl SyncOrders {
             let reservation = tokio::select! {
                 biased;
                 () = stop.cancelled() => return Err(SeckillError::lock_lost()),
-                reservation = reserve(&self.db, user_id, voucher_id, order_id, spend) => reservation,
+                reservation = reserve(&self.db, self.outbox, user_id, voucher_id, order_id, spend) => reservation,
             };
             commit_reservation(&self.db, gate, order_id, stop, reservation).await?;
         }

@@ -11,6 +11,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::{
     dependency::OnUnique,
+    events::Outbox,
     seckill::{
         error::{SeckillError, SeckillResult},
         model::PathUse,
@@ -101,6 +102,7 @@ pub(super) enum Reservation {
 /// The course's transaction, up to its commit.
 pub(super) async fn reserve(
     db: &MySqlPool,
+    outbox: Outbox,
     user_id: u64,
     voucher_id: u64,
     order_id: i64,
@@ -128,6 +130,10 @@ pub(super) async fn reserve(
     let inserted = store::insert_orders(&mut *tx, voucher_id, &[NewOrder { id: order_id, user_id, create_time: None }])
         .await
         .on_unique(UNIQUE_ORDER_INDEX, || SeckillError::DuplicateOrder(None));
+    let inserted = match inserted {
+        Ok(_) => outbox.created(&mut tx, voucher_id, &[(order_id, user_id)]).await.map(|()| 1).map_err(Into::into),
+        Err(err) => Err(err),
+    };
     let inserted = match (inserted, spend) {
         // The user's lock keeps one path from two transactions; if it was
         // lost, the primary key has the last word.

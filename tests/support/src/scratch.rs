@@ -62,6 +62,7 @@ pub fn test_config() -> (Config, String, String) {
         },
         seckill: SeckillSettings::default(),
         orders: OrderSettings::default(),
+        events: Default::default(),
         sale_path: SalePathSettings::default(),
     };
     (config, database, prefix)

@@ -47,6 +47,7 @@ async fn main() -> anyhow::Result<()> {
         server: ServerSettings::default(),
         limits: LimitSettings::default(),
         orders: OrderSettings::default(),
+        events: Default::default(),
         sale_path: SalePathSettings::default(),
         replica: ReplicaSettings::default(),
     };

@@ -79,6 +79,11 @@ impl Recovery {
         if let Some(db_stock) = db_stock.filter(|_| !segmented) {
             converge::report(voucher, db_stock.into(), before, after);
         }
+        // Already compensated: a run before this one, whose commit (and so
+        // its event) may have been lost, made it FAILED.
+        if compensated == 1 || self.redis.clone().hexists(&sk.failed, entry.order_id).await? {
+            self.outbox.failed(&mut tx, voucher, &[(entry.order_id, entry.user_id)]).await?;
+        }
         tx.commit().await?;
         if compensated == 1 {
             self.record_failed(voucher, entry, reason).await;

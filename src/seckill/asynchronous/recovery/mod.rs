@@ -21,6 +21,7 @@ use super::{
     stream::{Entry, GROUP, PersistError},
 };
 use crate::{
+    events::Outbox,
     keys::{Keys, SeckillKeys},
     seckill::asynchronous::segments::Segments,
 };
@@ -46,6 +47,8 @@ pub(crate) struct Recovery {
     pub(crate) page: usize,
     pub(crate) claim_idle: Duration,
     pub(crate) max_deliveries: u64,
+    /// Where a dead letter writes its `failed` event.
+    pub(crate) outbox: Outbox,
 }
 
 impl Recovery {

@@ -10,11 +10,14 @@ use std::{
 use sqlx::MySqlPool;
 
 use super::group::{GroupError, GroupOutcome, Member};
-use crate::seckill::{
-    error::{SeckillError, SeckillResult},
-    sync::{
-        admission::Gate,
-        transaction::{commit_reservation, reserve, settle_lost_commit},
+use crate::{
+    events::Outbox,
+    seckill::{
+        error::{SeckillError, SeckillResult},
+        sync::{
+            admission::Gate,
+            transaction::{commit_reservation, reserve, settle_lost_commit},
+        },
     },
 };
 
@@ -32,6 +35,7 @@ pub(super) struct Stats {
 
 pub(super) async fn answer(
     db: &MySqlPool,
+    outbox: Outbox,
     stats: &Stats,
     gate: &Gate,
     voucher_id: u64,
@@ -59,7 +63,7 @@ pub(super) async fn answer(
             tracing::warn!(voucher_id, size = group.len(), error = %err, "group insert refused; one order per transaction");
             stats.retried_one_by_one.fetch_add(1, Relaxed);
             for member in group {
-                let answer = one_by_one(db, gate, voucher_id, &member).await;
+                let answer = one_by_one(db, outbox, gate, voucher_id, &member).await;
                 let _ = member.reply.send(answer);
             }
         }
@@ -90,8 +94,14 @@ pub(super) async fn answer(
 }
 
 /// The course's transaction for one member of a refused group.
-async fn one_by_one(db: &MySqlPool, gate: &Gate, voucher_id: u64, member: &Member) -> SeckillResult<()> {
-    let reservation = reserve(db, member.user_id, voucher_id, member.order_id, member.spend).await;
+async fn one_by_one(
+    db: &MySqlPool,
+    outbox: Outbox,
+    gate: &Gate,
+    voucher_id: u64,
+    member: &Member,
+) -> SeckillResult<()> {
+    let reservation = reserve(db, outbox, member.user_id, voucher_id, member.order_id, member.spend).await;
     commit_reservation(db, gate, member.order_id, &member.lost, reservation).await
 }
 

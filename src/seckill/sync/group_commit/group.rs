@@ -9,10 +9,13 @@ use sqlx::{MySql, MySqlPool, Transaction};
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
-use crate::seckill::{
-    error::SeckillResult,
-    model::PathUse,
-    store::{self, NewOrder},
+use crate::{
+    events::Outbox,
+    seckill::{
+        error::SeckillResult,
+        model::PathUse,
+        store::{self, NewOrder},
+    },
 };
 
 /// One order waiting for its group.
@@ -92,6 +95,7 @@ impl From<sqlx::Error> for GroupError {
 /// the shelf (nothing to commit).
 pub(super) async fn prepare_group(
     db: &MySqlPool,
+    outbox: Outbox,
     voucher_id: u64,
     group: &[Member],
 ) -> Result<Option<Prepared>, GroupError> {
@@ -129,6 +133,10 @@ pub(super) async fn prepare_group(
         // refuses the group, retried one order per transaction.
         let inserted = match store::insert_orders(&mut *tx, voucher_id, &orders).await {
             Ok(_) => store::spend_paths(&mut *tx, &paths).await,
+            Err(err) => Err(err),
+        };
+        let inserted = match inserted {
+            Ok(()) => outbox.created(&mut tx, voucher_id, &NewOrder::keys(&orders)).await,
             Err(err) => Err(err),
         };
         if let Err(err) = inserted {

@@ -36,9 +36,12 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
 use super::admission::Gate;
-use crate::seckill::{
-    error::{SeckillError, SeckillResult},
-    model::PathUse,
+use crate::{
+    events::Outbox,
+    seckill::{
+        error::{SeckillError, SeckillResult},
+        model::PathUse,
+    },
 };
 
 /// How long past its deadline an order waits for its group's commit.
@@ -48,6 +51,7 @@ const COMMIT_GRACE: Duration = Duration::from_secs(5);
 #[derive(Clone)]
 pub(crate) struct GroupCommitter {
     db: MySqlPool,
+    outbox: Outbox,
     batch_max: usize,
     wait: Duration,
     /// A worker that saw no order for this long ends.
@@ -75,6 +79,7 @@ pub struct GroupStats {
 impl GroupCommitter {
     pub(crate) fn new(
         db: MySqlPool,
+        outbox: Outbox,
         batch_max: usize,
         wait: Duration,
         idle: Duration,
@@ -82,7 +87,7 @@ impl GroupCommitter {
         workers: TaskTracker,
     ) -> Self {
         let (queues, stats) = (Arc::default(), Arc::default());
-        Self { db, batch_max: batch_max.max(1), wait, idle, queues, stats, stop, workers }
+        Self { db, outbox, batch_max: batch_max.max(1), wait, idle, queues, stats, stop, workers }
     }
 
     /// Workers running now: one per voucher that had an order lately.
@@ -225,7 +230,7 @@ async fn commit_group(committer: &GroupCommitter, gate: &Gate, voucher_id: u64, 
         let prepared = tokio::select! {
             biased;
             () = any_lost(&group_taken) => None,
-            prepared = prepare_group(&committer.db, voucher_id, &group_taken) => Some(prepared),
+            prepared = prepare_group(&committer.db, committer.outbox, voucher_id, &group_taken) => Some(prepared),
         };
         let outcome = match prepared {
             None => Ok(GroupOutcome::LockLost),
@@ -233,7 +238,7 @@ async fn commit_group(committer: &GroupCommitter, gate: &Gate, voucher_id: u64, 
             Some(Ok(Some(prepared))) => prepared.commit(&group_taken).await,
             Some(Err(err)) => Err(err),
         };
-        match answer(&committer.db, &committer.stats, gate, voucher_id, group_taken, outcome).await {
+        match answer(&committer.db, committer.outbox, &committer.stats, gate, voucher_id, group_taken, outcome).await {
             Some(again) => group = again,
             None => return,
         }

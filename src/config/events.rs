@@ -1,0 +1,92 @@
+//! Order events: whether each change of an order is written to the
+//! outbox in its own transaction, and the broker the relay hands them to.
+
+use clap::{Args, ValueEnum};
+
+use super::redact::without_password;
+
+const DEFAULT_NATS_URL: &str = "nats://127.0.0.1:4223";
+const DEFAULT_OUTBOX_RETENTION_S: u64 = 3_600;
+
+/// Whether order events are written at all.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum OrderEvents {
+    /// No outbox row is written: nothing downstream hears of an order
+    /// except by reading MariaDB.
+    Off,
+    /// Each change of an order writes its event in the change's own
+    /// transaction, and one instance at a time relays them to NATS
+    /// JetStream (`NATS_URL`).
+    Nats,
+}
+
+#[derive(Clone, Args)]
+pub struct EventSettings {
+    /// `off` or `nats`: whether each change of an order (created, paid,
+    /// used, cancelled, expired, refunded, failed) writes its event to
+    /// `tb_order_outbox` in the same transaction, for a relay to publish to
+    /// NATS JetStream. Off, the outbox is never written, so it cannot grow
+    /// without a broker to empty it. docs/events.md.
+    #[arg(long, env = "ORDER_EVENTS", value_enum, default_value_t = OrderEvents::Off)]
+    pub order_events: OrderEvents,
+
+    /// The NATS server (JetStream enabled) the relay publishes to, with
+    /// `ORDER_EVENTS=nats`; `nats://user:password@host:port` for a server
+    /// that asks for credentials, `tls://` for TLS. The stack's own runs on
+    /// 4223.
+    #[arg(long, env = "NATS_URL", default_value = DEFAULT_NATS_URL)]
+    pub nats_url: String,
+
+    /// A CA certificate (PEM) the NATS server's certificate must chain to,
+    /// for a `tls://` URL; empty: the system's roots.
+    #[arg(long, env = "NATS_CA_FILE", default_value = "")]
+    pub nats_ca_file: String,
+
+    /// How long a published event stays in the outbox (for a replay from
+    /// MariaDB) before it is deleted, in small batches; 0 to 604,800.
+    #[arg(long, env = "OUTBOX_RETENTION_S", default_value_t = DEFAULT_OUTBOX_RETENTION_S)]
+    pub outbox_retention_s: u64,
+}
+
+impl Default for EventSettings {
+    fn default() -> Self {
+        Self {
+            order_events: OrderEvents::Off,
+            nats_url: DEFAULT_NATS_URL.to_owned(),
+            nats_ca_file: String::new(),
+            outbox_retention_s: DEFAULT_OUTBOX_RETENTION_S,
+        }
+    }
+}
+
+impl EventSettings {
+    pub(crate) fn validate(&self) -> anyhow::Result<()> {
+        if self.outbox_retention_s > 7 * 24 * 3_600 {
+            anyhow::bail!("OUTBOX_RETENTION_S must be between 0 and 604800 (a week)");
+        }
+        if self.order_events == OrderEvents::Nats && self.nats_url.trim().is_empty() {
+            anyhow::bail!("ORDER_EVENTS=nats needs NATS_URL");
+        }
+        Ok(())
+    }
+
+    /// Whether orders write their events.
+    pub fn written(&self) -> bool {
+        self.order_events != OrderEvents::Off
+    }
+
+    pub fn nats_ca_file(&self) -> Option<&str> {
+        Some(self.nats_ca_file.as_str()).filter(|f| !f.is_empty())
+    }
+}
+
+impl std::fmt::Debug for EventSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EventSettings")
+            .field("order_events", &self.order_events)
+            .field("nats_url", &without_password(&self.nats_url))
+            .field("nats_ca_file", &self.nats_ca_file)
+            .field("outbox_retention_s", &self.outbox_retention_s)
+            .finish()
+    }
+}

@@ -1,0 +1,63 @@
+//! The outbox the order paths write through. Whether it is written is
+//! decided once, at start-up (`ORDER_EVENTS`); a path calls it the same
+//! either way, in the transaction that makes the change.
+
+use sqlx::MySqlConnection;
+
+use super::{change::Change, store};
+
+/// Whether the order paths write their events; `Copy`, held by each path.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Outbox {
+    written: bool,
+}
+
+impl Outbox {
+    pub(crate) fn new(written: bool) -> Self {
+        Self { written }
+    }
+
+    /// Orders just inserted on `conn`: (order id, user id).
+    pub(crate) async fn created(
+        self,
+        conn: &mut MySqlConnection,
+        voucher_id: u64,
+        orders: &[(i64, u64)],
+    ) -> sqlx::Result<()> {
+        if !self.written || orders.is_empty() {
+            return Ok(());
+        }
+        store::insert_created(conn, voucher_id, orders).await
+    }
+
+    /// Orders whose status was just changed on `conn`, read back from their
+    /// rows there (the transaction sees its own update); those not in the
+    /// change's status get none.
+    pub(crate) async fn changed(
+        self,
+        conn: &mut MySqlConnection,
+        change: Change,
+        order_ids: &[i64],
+    ) -> sqlx::Result<()> {
+        if !self.written || order_ids.is_empty() {
+            return Ok(());
+        }
+        store::insert_changed(conn, change, order_ids).await
+    }
+
+    /// Orders recorded `FAILED` of one voucher: (order id, user id). They
+    /// have no row, so their buyers come with them; recording one again
+    /// changes nothing, so a caller unsure whether its commit landed
+    /// records it again.
+    pub(crate) async fn failed(
+        self,
+        conn: &mut MySqlConnection,
+        voucher_id: u64,
+        orders: &[(i64, u64)],
+    ) -> sqlx::Result<()> {
+        if !self.written || orders.is_empty() {
+            return Ok(());
+        }
+        store::insert_failed(conn, voucher_id, orders).await
+    }
+}
