@@ -31,6 +31,14 @@ ensure_command() { # ensure_command CMD PACKAGE
     command -v "$1" >/dev/null 2>&1 || apt_install "$2"
 }
 
+# The broker order events go to (ORDER_EVENTS=nats): Debian's nats-server,
+# in /usr/sbin, which a user's PATH may lack. Each user of it (the tests,
+# the stack) starts its own on a port of its own.
+nats_server_bin() { command -v nats-server 2>/dev/null || echo /usr/sbin/nats-server; }
+ensure_nats() {
+    [ -x "$(nats_server_bin)" ] || apt_install nats-server
+}
+
 ensure_rust() {
     if ! command -v cargo >/dev/null 2>&1; then
         [ -x "$HOME/.cargo/bin/cargo" ] && export PATH="$HOME/.cargo/bin:$PATH"
@@ -193,6 +201,7 @@ prepare_machine() {
     ensure_rust
     ensure_mariadb
     ensure_redis
+    ensure_nats
     check_redis_writes
     ensure_database_url
     ensure_database

@@ -16,6 +16,7 @@ use crate::{
     auth::{Auth, CodeStore, LoginLimits, SessionStore, TokenKeys},
     config::Config,
     connect::{ReadReplica, connect_read_replica},
+    events::Events,
     http::{
         guards::Guards,
         idempotency::Idempotency,
@@ -33,6 +34,7 @@ use crate::{
 pub struct Application {
     server: Server,
     state: AppState,
+    events: Events,
 }
 
 impl Application {
@@ -42,8 +44,8 @@ impl Application {
         if config.server.instance_id.is_none() {
             config.server.instance_id = Some(server.tcp_addr()?.to_string());
         }
-        let state = build_state(config).await?;
-        Ok(Self { server, state })
+        let (state, events) = build_state(config).await?;
+        Ok(Self { server, state, events })
     }
 
     pub fn port(&self) -> u16 {
@@ -63,8 +65,11 @@ impl Application {
         let seckill = self.state.seckill.clone();
         tracing::info!(%addr, proxy_socket, instance = self.state.instance_id(), mode = seckill.mode(), "serving");
         seckill.start();
+        let mut events = self.events;
+        events.start();
         let served = self.server.serve(app(self.state), shutdown).await;
         seckill.shutdown().await;
+        events.shutdown().await;
         served
     }
 }
@@ -82,7 +87,7 @@ pub fn raise_descriptor_limit() -> u64 {
     }
 }
 
-pub(crate) async fn build_state(config: Config) -> anyhow::Result<AppState> {
+pub(crate) async fn build_state(config: Config) -> anyhow::Result<(AppState, Events)> {
     let db = crate::connect::connect_service_database(&config.db).await?;
     migrate(&db).await?;
     verify_safety_constraints(&db).await?;
@@ -99,6 +104,7 @@ pub(crate) async fn build_state(config: Config) -> anyhow::Result<AppState> {
     );
     let order_ids = OrderIdGenerator::new(redis.clone(), keys.clone(), config.orders.order_id_block);
     let instance = config.instance_id().to_owned();
+    let events = Events::new(&config, &db);
     let deps = seckill::Dependencies {
         db: db.clone(),
         replica: replica.clone(),
@@ -106,7 +112,7 @@ pub(crate) async fn build_state(config: Config) -> anyhow::Result<AppState> {
         keys: keys.clone(),
         order_ids,
         locks,
-        outbox: crate::events::Outbox::new(config.events.written()),
+        outbox: events.outbox(),
     };
     let seckill = Seckill::build(&config, &instance, deps).await?;
     let sale_path = SalePath::new(
@@ -117,7 +123,7 @@ pub(crate) async fn build_state(config: Config) -> anyhow::Result<AppState> {
         config.auth.jwt_secret.as_bytes(),
         seckill.clone(),
     );
-    Ok(AppState::new(Shared {
+    let state = AppState::new(Shared {
         auth: Auth {
             tokens: TokenKeys::new(config.auth.jwt_secret.as_bytes()),
             sessions: SessionStore::new(redis.clone(), keys.clone()),
@@ -136,7 +142,8 @@ pub(crate) async fn build_state(config: Config) -> anyhow::Result<AppState> {
         db,
         redis,
         config: Arc::new(config),
-    }))
+    });
+    Ok((state, events))
 }
 
 /// The rate limits set their window with `EXPIRE ... NX` and the lock and

@@ -187,3 +187,189 @@ async fn with_order_events_off_no_event_is_written() {
     let written: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM tb_order_outbox").fetch_one(&app.db).await.unwrap();
     assert_eq!(written, 0);
 }
+
+// The relay, against a NATS server of the test's own.
+
+use async_nats::jetstream::{self, consumer::pull};
+use common::nats::NatsServer;
+use futures::StreamExt;
+use serde_json::Value;
+
+async fn app_with_broker(path: OrderPath, nats: &NatsServer) -> TestApp {
+    TestApp::spawn_on_with(path, |c| {
+        c.events.order_events = OrderEvents::Nats;
+        c.events.nats_url = nats.url();
+    })
+    .await
+}
+
+/// Waits until every outbox row is marked published (an order not yet
+/// persisted has none yet: the asynchronous mode drains first).
+async fn all_published(app: &TestApp, within: Duration) {
+    let started = Instant::now();
+    loop {
+        let left: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM tb_order_outbox WHERE published_at IS NULL")
+            .fetch_one(&app.db)
+            .await
+            .unwrap();
+        if left == 0 {
+            return;
+        }
+        assert!(started.elapsed() < within, "{left} events still unpublished");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Every message of the stream, in stream order: (Nats-Msg-Id, subject,
+/// body).
+async fn stream_messages(nats: &NatsServer) -> Vec<(String, String, Value)> {
+    let client = async_nats::connect(nats.url()).await.unwrap();
+    let js = jetstream::new(client);
+    let stream = js.get_stream("ORDERS").await.unwrap();
+    let reader = stream
+        .create_consumer(pull::Config { ack_policy: jetstream::consumer::AckPolicy::None, ..Default::default() })
+        .await
+        .unwrap();
+    let mut messages = Vec::new();
+    loop {
+        let mut batch = reader.fetch().max_messages(500).expires(Duration::from_millis(300)).messages().await.unwrap();
+        let before = messages.len();
+        while let Some(message) = batch.next().await {
+            let message = message.unwrap();
+            let id = message.headers.as_ref().and_then(|h| h.get("Nats-Msg-Id")).unwrap().as_str().to_owned();
+            let body: Value = serde_json::from_slice(&message.payload).unwrap();
+            messages.push((id, message.subject.to_string(), body));
+        }
+        if messages.len() == before {
+            return messages;
+        }
+    }
+}
+
+on_every_path!(events_reach_the_stream_once_each_in_the_order_their_changes_committed);
+
+async fn events_reach_the_stream_once_each_in_the_order_their_changes_committed(path: OrderPath) {
+    let nats = NatsServer::start();
+    let app = app_with_broker(path, &nats).await;
+    let voucher = app.open_seckill(30).await;
+    let users = app.seed_users(40).await;
+    let tokens: Vec<&str> = users.iter().map(|(_, t)| t.as_str()).collect();
+    let outcomes = app.order_all(voucher, &tokens).await;
+    if path.is_async() {
+        app.drained(voucher, Duration::from_secs(20)).await;
+    }
+    let placed: Vec<(String, &str)> =
+        outcomes.iter().zip(&tokens).filter_map(|(o, t)| o.order_id.clone().map(|id| (id, *t))).collect();
+    assert_eq!(placed.len(), 30, "{path:?}: {:?}", tally(&outcomes));
+    // A third paid then used, a third cancelled, a third paid then refunded.
+    for (i, (order, token)) in placed.iter().enumerate() {
+        let steps: &[&str] = [&["pay", "use"][..], &["cancel"][..], &["pay", "refund"][..]][i % 3];
+        for step in steps {
+            expect_ok(act(&app, order, step, token).await).await;
+        }
+    }
+    all_published(&app, Duration::from_secs(10)).await;
+    let messages = stream_messages(&nats).await;
+    let mut by_order: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for (id, subject, body) in &messages {
+        let order = body["orderId"].as_str().unwrap().to_owned();
+        let kind = body["type"].as_str().unwrap();
+        assert_eq!(id, &format!("{order}-{kind}"), "{body}");
+        assert_eq!(subject, &format!("orders.{kind}"));
+        assert_eq!((body["schemaVersion"].as_u64(), body["voucherId"].as_u64()), (Some(1), Some(voucher)), "{body}");
+        by_order.entry(order).or_default().push(kind.to_owned());
+    }
+    assert_eq!(by_order.len(), 30, "{path:?}: one stream of events per order placed, none other");
+    for (i, (order, _)) in placed.iter().enumerate() {
+        let expected: &[&str] =
+            [&["created", "paid", "used"][..], &["created", "cancelled"][..], &["created", "paid", "refunded"][..]]
+                [i % 3];
+        assert_eq!(by_order[order], expected, "{path:?}: order {order}, once each and in order");
+    }
+}
+
+/// A relay that died between publishing and marking leaves its rows
+/// unpublished: the next round publishes them again under the same
+/// `Nats-Msg-Id`, and the broker keeps one of each.
+#[tokio::test]
+async fn events_published_again_after_a_lost_mark_are_dropped_by_the_broker() {
+    let nats = NatsServer::start();
+    let app = app_with_broker(OrderPath::Grouped, &nats).await;
+    let voucher = app.open_seckill(20).await;
+    let users = app.seed_users(20).await;
+    let tokens: Vec<&str> = users.iter().map(|(_, t)| t.as_str()).collect();
+    app.order_all(voucher, &tokens).await;
+    all_published(&app, Duration::from_secs(10)).await;
+    assert_eq!(stream_messages(&nats).await.len(), 20);
+
+    sqlx::query("UPDATE tb_order_outbox SET published_at = NULL").execute(&app.db).await.unwrap();
+    all_published(&app, Duration::from_secs(10)).await;
+    let messages = stream_messages(&nats).await;
+    assert_eq!(messages.len(), 20, "duplicates reached the stream");
+}
+
+/// The broker is killed mid-sale: orders go on, their events wait in the
+/// outbox, and once it is back they all reach the stream, each once.
+#[tokio::test]
+async fn events_written_while_the_broker_is_down_reach_it_once_it_is_back() {
+    let mut nats = NatsServer::start();
+    let app = app_with_broker(OrderPath::Async, &nats).await;
+    let voucher = app.open_seckill(40).await;
+    let users = app.seed_users(40).await;
+    let tokens: Vec<&str> = users.iter().map(|(_, t)| t.as_str()).collect();
+    app.order_all(voucher, &tokens[..10]).await;
+    app.drained(voucher, Duration::from_secs(20)).await;
+    all_published(&app, Duration::from_secs(10)).await;
+    assert_eq!(stream_messages(&nats).await.len(), 10);
+
+    nats.kill();
+    let during = app.order_all(voucher, &tokens[10..]).await;
+    assert_eq!(tally(&during).get("OK"), Some(&30), "the sale goes on without the broker");
+    app.drained(voucher, Duration::from_secs(20)).await;
+    let waiting: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM tb_order_outbox WHERE published_at IS NULL")
+        .fetch_one(&app.db)
+        .await
+        .unwrap();
+    assert_eq!(waiting, 30, "the events wait in the outbox");
+
+    nats.restart();
+    all_published(&app, Duration::from_secs(10)).await;
+    let messages = stream_messages(&nats).await;
+    let ids: std::collections::BTreeSet<&String> = messages.iter().map(|(id, _, _)| id).collect();
+    assert_eq!((messages.len(), ids.len()), (40, 40));
+}
+
+/// Another instance holds the lease (as a holder that just renewed it and
+/// died would): nothing is relayed until it expires, then this instance
+/// takes it over and relays what waited.
+#[tokio::test]
+async fn the_lease_of_a_holder_that_stopped_renewing_is_taken_over_once_it_expires() {
+    let nats = NatsServer::start();
+    let app = app_with_broker(OrderPath::Grouped, &nats).await;
+    let voucher = app.open_seckill(5).await;
+    let users = app.seed_users(2).await;
+    app.order_all(voucher, &[users[0].1.as_str()]).await;
+    all_published(&app, Duration::from_secs(10)).await;
+
+    sqlx::query("UPDATE tb_outbox_lease SET holder = 'a-dead-instance', until = NOW(3) + INTERVAL 3 SECOND")
+        .execute(&app.db)
+        .await
+        .unwrap();
+    // This instance's next renewal (within 300 ms) finds the lease taken.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let stolen = Instant::now();
+    app.order_all(voucher, &[users[1].1.as_str()]).await;
+    let unpublished = || async {
+        sqlx::query_scalar::<_, i64>("SELECT COUNT(*) FROM tb_order_outbox WHERE published_at IS NULL")
+            .fetch_one(&app.db)
+            .await
+            .unwrap()
+    };
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    assert_eq!(unpublished().await, 1, "relayed while another instance held the lease");
+    all_published(&app, Duration::from_secs(10)).await;
+    let taken_after = stolen.elapsed();
+    assert!(taken_after >= Duration::from_millis(2_400), "taken over before the lease expired: {taken_after:?}");
+    let holder: String = sqlx::query_scalar("SELECT holder FROM tb_outbox_lease").fetch_one(&app.db).await.unwrap();
+    assert_ne!(holder, "a-dead-instance");
+}

@@ -1,6 +1,7 @@
 //! Every statement on `tb_order_outbox` and `tb_outbox_lease`.
 
-use sqlx::{MySql, MySqlConnection, QueryBuilder};
+use chrono::NaiveDateTime;
+use sqlx::{MySql, MySqlConnection, MySqlPool, QueryBuilder};
 
 use super::change::Change;
 
@@ -55,5 +56,106 @@ pub(super) async fn insert_failed(
     });
     insert.push(" ON DUPLICATE KEY UPDATE seq = seq");
     insert.build().execute(conn).await?;
+    Ok(())
+}
+
+/// An event as the relay reads it.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub(super) struct StoredEvent {
+    pub(super) seq: u64,
+    pub(super) order_id: i64,
+    pub(super) user_id: u64,
+    pub(super) voucher_id: u64,
+    #[sqlx(rename = "type")]
+    pub(super) kind: String,
+    pub(super) state: String,
+    pub(super) occurred_at: NaiveDateTime,
+}
+
+/// The oldest events not yet published, in the order they were written
+/// (on `idx_outbox_published`: the unpublished rows are its NULL range).
+pub(super) async fn unpublished(db: &MySqlPool, limit: u32) -> sqlx::Result<Vec<StoredEvent>> {
+    sqlx::query_as(
+        "SELECT seq, order_id, user_id, voucher_id, type, state, occurred_at FROM tb_order_outbox
+         WHERE published_at IS NULL ORDER BY seq LIMIT ?",
+    )
+    .bind(limit)
+    .fetch_all(db)
+    .await
+}
+
+pub(super) async fn mark_published(db: &MySqlPool, seqs: &[u64]) -> sqlx::Result<()> {
+    if seqs.is_empty() {
+        return Ok(());
+    }
+    let mut mark: QueryBuilder<MySql> =
+        QueryBuilder::new("UPDATE tb_order_outbox SET published_at = NOW(6) WHERE published_at IS NULL AND seq IN ");
+    mark.push_tuples(seqs, |mut row, seq| {
+        row.push_bind(*seq);
+    });
+    mark.build().execute(db).await?;
+    Ok(())
+}
+
+/// Events published longer ago than `retention_s`, `limit` at most: how
+/// many went.
+pub(super) async fn purge_published(db: &MySqlPool, retention_s: u64, limit: u32) -> sqlx::Result<u64> {
+    let purged = sqlx::query(
+        "DELETE FROM tb_order_outbox WHERE published_at < NOW(6) - INTERVAL ? SECOND ORDER BY published_at LIMIT ?",
+    )
+    .bind(retention_s)
+    .bind(limit)
+    .execute(db)
+    .await?;
+    Ok(purged.rows_affected())
+}
+
+/// Events not yet published, and how long the oldest of them has waited
+/// (MariaDB's clock), in seconds.
+pub(super) async fn backlog(db: &MySqlPool) -> sqlx::Result<(i64, f64)> {
+    let (count, oldest): (i64, Option<f64>) = sqlx::query_as(
+        "SELECT COUNT(*), CAST(TIMESTAMPDIFF(MICROSECOND, MIN(occurred_at), NOW(6)) / 1e6 AS DOUBLE)
+         FROM tb_order_outbox WHERE published_at IS NULL",
+    )
+    .fetch_one(db)
+    .await?;
+    Ok((count, oldest.unwrap_or(0.0)))
+}
+
+/// The relay's lease row.
+const LEASE: &str = "order-events";
+
+/// Takes the lease for `holder` if it is free or expired, or renews it if
+/// `holder` has it, for `ttl_ms` of MariaDB's clock; whether `holder` has
+/// it now. (In `ON DUPLICATE KEY UPDATE` the assignments run in order, so
+/// `until` sees the holder just decided.)
+pub(super) async fn hold_lease(db: &MySqlPool, holder: &str, ttl_ms: u64) -> sqlx::Result<bool> {
+    let mut tx = db.begin().await?;
+    sqlx::query(
+        "INSERT INTO tb_outbox_lease (name, holder, until) VALUES (?, ?, NOW(3) + INTERVAL ? * 1000 MICROSECOND)
+         ON DUPLICATE KEY UPDATE
+             holder = IF(holder = VALUES(holder) OR until < NOW(3), VALUES(holder), holder),
+             until = IF(holder = VALUES(holder), VALUES(until), until)",
+    )
+    .bind(LEASE)
+    .bind(holder)
+    .bind(ttl_ms)
+    .execute(&mut *tx)
+    .await?;
+    let now: Option<String> = sqlx::query_scalar("SELECT holder FROM tb_outbox_lease WHERE name = ?")
+        .bind(LEASE)
+        .fetch_optional(&mut *tx)
+        .await?;
+    tx.commit().await?;
+    Ok(now.as_deref() == Some(holder))
+}
+
+/// Gives the lease up at shutdown, so another instance takes it at once.
+pub(super) async fn release_lease(db: &MySqlPool, holder: &str) -> sqlx::Result<()> {
+    sqlx::query("DELETE FROM tb_outbox_lease WHERE name = ? AND holder = ?")
+        .bind(LEASE)
+        .bind(holder)
+        .execute(db)
+        .await?;
     Ok(())
 }

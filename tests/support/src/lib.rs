@@ -5,6 +5,7 @@
 
 pub mod api;
 pub mod audit;
+pub mod nats;
 pub mod paths;
 /// The fault proxy, a package of its own (`tests/fault-proxy`).
 pub use hmdp_fault_proxy as proxy;

@@ -1,0 +1,132 @@
+//! NATS JetStream, as the relay sees it: the stream made sure of, and a
+//! batch of events published with each its `Nats-Msg-Id`, every ack
+//! awaited.
+
+use std::time::Duration;
+
+use async_nats::jetstream::{self, message::PublishMessage, stream};
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+
+use super::store::StoredEvent;
+use crate::config::EventSettings;
+
+/// The stream every order event goes to, and its subjects' prefix.
+pub(crate) const STREAM: &str = "ORDERS";
+pub(crate) const SUBJECTS: &str = "orders.>";
+
+/// The broker drops a message whose `Nats-Msg-Id` it saw within this long:
+/// longer than a relay takes to publish an event again after a publish
+/// whose ack it missed, or after dying between publish and mark (another
+/// instance takes the lease within 2 s and starts again from the rows).
+const DUPLICATE_WINDOW: Duration = Duration::from_secs(10 * 60);
+
+/// How long one publish waits for its ack.
+const ACK_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// The event's JSON, schema version 1 (docs/events.md).
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct EventBody<'a> {
+    pub(crate) id: &'a str,
+    /// A string, as the API gives order ids: they pass 2^53.
+    pub(crate) order_id: String,
+    pub(crate) user_id: u64,
+    pub(crate) voucher_id: u64,
+    #[serde(rename = "type")]
+    pub(crate) kind: &'a str,
+    pub(crate) state: &'a str,
+    pub(crate) at: DateTime<Utc>,
+    pub(crate) schema_version: u8,
+}
+
+pub(crate) const SCHEMA_VERSION: u8 = 1;
+
+/// An event's identity, its `Nats-Msg-Id`: an order makes each change once.
+pub(crate) fn event_id(order_id: i64, kind: &str) -> String {
+    format!("{order_id}-{kind}")
+}
+
+pub(super) struct Publisher {
+    js: jetstream::Context,
+}
+
+impl Publisher {
+    /// Connects in the background (the instance serves while NATS is away;
+    /// the outbox keeps what it cannot hand over) and reconnects within a
+    /// second of the server's return.
+    pub(super) async fn connect(settings: &EventSettings) -> anyhow::Result<Self> {
+        let mut options = async_nats::ConnectOptions::new()
+            .name("hmdp-outbox-relay")
+            .retry_on_initial_connect()
+            .connection_timeout(Duration::from_secs(2))
+            .reconnect_delay_callback(|attempt| Duration::from_millis((attempt as u64 * 100).min(1_000)));
+        if let Some(ca) = settings.nats_ca_file() {
+            options = options.add_root_certificates(ca.into()).require_tls(true);
+        }
+        let client = options.connect(settings.nats_url.as_str()).await?;
+        let js = jetstream::ContextBuilder::new().timeout(ACK_TIMEOUT).build(client);
+        Ok(Self { js })
+    }
+
+    /// Creates the stream if it is missing; one that exists is left as it
+    /// is (an operator's changes to it stand).
+    pub(super) async fn ensure_stream(&self) -> anyhow::Result<()> {
+        self.js
+            .get_or_create_stream(stream::Config {
+                name: STREAM.into(),
+                subjects: vec![SUBJECTS.into()],
+                storage: stream::StorageType::File,
+                duplicate_window: DUPLICATE_WINDOW,
+                ..Default::default()
+            })
+            .await?;
+        Ok(())
+    }
+
+    /// Publishes the events all at once and awaits each ack: the `seq` of
+    /// those the broker acknowledged (stored, or dropped as a duplicate of
+    /// one it has), and the first failure.
+    pub(super) async fn publish(&self, events: &[StoredEvent]) -> (Vec<u64>, Option<anyhow::Error>) {
+        let mut pending = Vec::with_capacity(events.len());
+        let mut failure = None;
+        for event in events {
+            let id = event_id(event.order_id, &event.kind);
+            let body = EventBody {
+                id: &id,
+                order_id: event.order_id.to_string(),
+                user_id: event.user_id,
+                voucher_id: event.voucher_id,
+                kind: &event.kind,
+                state: &event.state,
+                at: event.occurred_at.and_utc(),
+                schema_version: SCHEMA_VERSION,
+            };
+            let payload = match serde_json::to_vec(&body) {
+                Ok(payload) => payload,
+                Err(err) => {
+                    failure.get_or_insert(err.into());
+                    continue;
+                }
+            };
+            let message = PublishMessage::build().message_id(id).payload(payload.into());
+            match self.js.send_publish(format!("orders.{}", event.kind), message).await {
+                Ok(ack) => pending.push((event.seq, ack)),
+                Err(err) => {
+                    failure.get_or_insert(err.into());
+                    break;
+                }
+            }
+        }
+        let mut acked = Vec::with_capacity(pending.len());
+        for (seq, ack) in pending {
+            match ack.await {
+                Ok(_) => acked.push(seq),
+                Err(err) => {
+                    failure.get_or_insert(err.into());
+                }
+            }
+        }
+        (acked, failure)
+    }
+}
