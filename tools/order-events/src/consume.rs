@@ -1,0 +1,124 @@
+//! The durable subscriber: fetches a batch, applies it in one transaction
+//! through the inbox, then acks each message (awaiting the broker's word
+//! on the ack), so that a consumer killed at any point loses nothing and
+//! applies nothing twice.
+
+use std::time::{Duration, Instant};
+
+use async_nats::jetstream::{self, consumer::pull};
+use futures::StreamExt;
+use sqlx::MySqlPool;
+
+use crate::inbox::{self, Applied, Event};
+
+/// The stream the service publishes to.
+const STREAM: &str = "ORDERS";
+const BATCH: usize = 500;
+
+pub struct Options {
+    pub nats_url: String,
+    pub durable: String,
+    /// Stop after this long without a message (`None`: run until killed).
+    pub idle_exit: Option<Duration>,
+}
+
+/// What one run applied.
+#[derive(Debug, Default, serde::Serialize)]
+pub struct Run {
+    pub applied: u64,
+    pub duplicates: u64,
+    pub out_of_order: u64,
+    pub malformed: u64,
+}
+
+pub async fn consume(db: &MySqlPool, options: &Options) -> anyhow::Result<Run> {
+    inbox::create_tables(db).await?;
+    let client = async_nats::ConnectOptions::new()
+        .name("order-events-consumer")
+        .retry_on_initial_connect()
+        .reconnect_delay_callback(|attempt| Duration::from_millis((attempt as u64 * 100).min(1_000)))
+        .connect(options.nats_url.as_str())
+        .await?;
+    let js = jetstream::new(client.clone());
+    let stream = loop {
+        match js.get_stream(STREAM).await {
+            Ok(stream) => break stream,
+            // The service creates the stream when it first relays.
+            Err(err) => {
+                eprintln!("waiting for the {STREAM} stream: {err}");
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+        }
+    };
+    let consumer = stream
+        .get_or_create_consumer(
+            &options.durable,
+            pull::Config {
+                durable_name: Some(options.durable.clone()),
+                ack_policy: jetstream::consumer::AckPolicy::Explicit,
+                ack_wait: Duration::from_secs(30),
+                max_ack_pending: 20_000,
+                ..Default::default()
+            },
+        )
+        .await?;
+    let mut run = Run::default();
+    let mut last_message = Instant::now();
+    loop {
+        let fetched = consumer.fetch().max_messages(BATCH).expires(Duration::from_millis(500)).messages().await;
+        let mut messages = Vec::new();
+        match fetched {
+            Ok(mut batch) => {
+                while let Some(message) = batch.next().await {
+                    match message {
+                        Ok(message) => messages.push(message),
+                        Err(err) => eprintln!("a fetch failed: {err}"),
+                    }
+                }
+            }
+            Err(err) => eprintln!("fetching failed: {err}"),
+        }
+        if messages.is_empty() {
+            if options.idle_exit.is_some_and(|idle| last_message.elapsed() >= idle) {
+                return Ok(run);
+            }
+            continue;
+        }
+        last_message = Instant::now();
+        apply_batch(db, &messages, &mut run).await?;
+        for message in &messages {
+            if let Err(err) = message.double_ack().await {
+                // Not acknowledged: delivered again, and found in the inbox.
+                eprintln!("an ack was not confirmed: {err}");
+            }
+        }
+    }
+}
+
+async fn apply_batch(db: &MySqlPool, messages: &[jetstream::Message], run: &mut Run) -> anyhow::Result<()> {
+    let mut tx = db.begin().await?;
+    for message in messages {
+        let seq = message.info().map(|i| i.stream_sequence).unwrap_or_default();
+        let event: Event = match serde_json::from_slice(&message.payload) {
+            Ok(event) => event,
+            Err(err) => {
+                eprintln!("stream sequence {seq}: not an order event ({err}); acknowledged and counted");
+                inbox::count(&mut tx, "malformed", 1).await?;
+                run.malformed += 1;
+                continue;
+            }
+        };
+        match inbox::apply(&mut tx, &event, seq).await? {
+            Applied::New { in_order } => {
+                run.applied += 1;
+                if !in_order {
+                    run.out_of_order += 1;
+                    eprintln!("event {} arrived out of its order's life", event.id);
+                }
+            }
+            Applied::Duplicate => run.duplicates += 1,
+        }
+    }
+    tx.commit().await?;
+    Ok(())
+}
