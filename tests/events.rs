@@ -21,6 +21,8 @@ use serde_json::json;
 async fn app_with_events(path: OrderPath, pay_timeout_s: u64) -> TestApp {
     TestApp::spawn_on_with(path, |c| {
         c.events.order_events = OrderEvents::Nats;
+        // No broker: every event stays in the outbox to be read.
+        c.events.nats_url = "nats://127.0.0.1:1".into();
         c.orders.order_pay_timeout_s = pay_timeout_s;
     })
     .await
@@ -196,22 +198,25 @@ use futures::StreamExt;
 use serde_json::Value;
 
 async fn app_with_broker(path: OrderPath, nats: &NatsServer) -> TestApp {
+    app_keeping_events(path, nats, 0).await
+}
+
+/// Published events kept `retention_s` in the outbox.
+async fn app_keeping_events(path: OrderPath, nats: &NatsServer, retention_s: u64) -> TestApp {
     TestApp::spawn_on_with(path, |c| {
         c.events.order_events = OrderEvents::Nats;
         c.events.nats_url = nats.url();
+        c.events.outbox_retention_s = retention_s;
     })
     .await
 }
 
-/// Waits until every outbox row is marked published (an order not yet
-/// persisted has none yet: the asynchronous mode drains first).
+/// Waits until the outbox is empty: every event published (an order not
+/// yet persisted has none yet: the asynchronous mode drains first).
 async fn all_published(app: &TestApp, within: Duration) {
     let started = Instant::now();
     loop {
-        let left: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM tb_order_outbox WHERE published_at IS NULL")
-            .fetch_one(&app.db)
-            .await
-            .unwrap();
+        let left: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM tb_order_outbox").fetch_one(&app.db).await.unwrap();
         if left == 0 {
             return;
         }
@@ -269,6 +274,9 @@ async fn events_reach_the_stream_once_each_in_the_order_their_changes_committed(
         }
     }
     all_published(&app, Duration::from_secs(10)).await;
+    let kept: i64 =
+        sqlx::query_scalar("SELECT COUNT(*) FROM tb_order_outbox_published").fetch_one(&app.db).await.unwrap();
+    assert_eq!(kept, 0, "{path:?}: by default an event is kept nowhere once the broker has it");
     let messages = stream_messages(&nats).await;
     let mut by_order: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for (id, subject, body) in &messages {
@@ -288,13 +296,13 @@ async fn events_reach_the_stream_once_each_in_the_order_their_changes_committed(
     }
 }
 
-/// A relay that died between publishing and marking leaves its rows
-/// unpublished: the next round publishes them again under the same
+/// A relay that died between publishing and taking its rows out leaves
+/// them in the outbox: the next round publishes them again under the same
 /// `Nats-Msg-Id`, and the broker keeps one of each.
 #[tokio::test]
 async fn events_published_again_after_a_lost_mark_are_dropped_by_the_broker() {
     let nats = NatsServer::start();
-    let app = app_with_broker(OrderPath::Grouped, &nats).await;
+    let app = app_keeping_events(OrderPath::Grouped, &nats, 3_600).await;
     let voucher = app.open_seckill(20).await;
     let users = app.seed_users(20).await;
     let tokens: Vec<&str> = users.iter().map(|(_, t)| t.as_str()).collect();
@@ -302,7 +310,19 @@ async fn events_published_again_after_a_lost_mark_are_dropped_by_the_broker() {
     all_published(&app, Duration::from_secs(10)).await;
     assert_eq!(stream_messages(&nats).await.len(), 20);
 
-    sqlx::query("UPDATE tb_order_outbox SET published_at = NULL").execute(&app.db).await.unwrap();
+    let kept: i64 =
+        sqlx::query_scalar("SELECT COUNT(*) FROM tb_order_outbox_published").fetch_one(&app.db).await.unwrap();
+    assert_eq!(kept, 20, "published events are kept for OUTBOX_RETENTION_S");
+    // Back in the outbox, as a relay that died before taking them out
+    // would have left them.
+    sqlx::query(
+        "INSERT INTO tb_order_outbox (seq, order_id, user_id, voucher_id, type, state, occurred_at)
+         SELECT seq, order_id, user_id, voucher_id, type, state, occurred_at FROM tb_order_outbox_published",
+    )
+    .execute(&app.db)
+    .await
+    .unwrap();
+    sqlx::query("DELETE FROM tb_order_outbox_published").execute(&app.db).await.unwrap();
     all_published(&app, Duration::from_secs(10)).await;
     let messages = stream_messages(&nats).await;
     assert_eq!(messages.len(), 20, "duplicates reached the stream");
@@ -326,10 +346,7 @@ async fn events_written_while_the_broker_is_down_reach_it_once_it_is_back() {
     let during = app.order_all(voucher, &tokens[10..]).await;
     assert_eq!(tally(&during).get("OK"), Some(&30), "the sale goes on without the broker");
     app.drained(voucher, Duration::from_secs(20)).await;
-    let waiting: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM tb_order_outbox WHERE published_at IS NULL")
-        .fetch_one(&app.db)
-        .await
-        .unwrap();
+    let waiting: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM tb_order_outbox").fetch_one(&app.db).await.unwrap();
     assert_eq!(waiting, 30, "the events wait in the outbox");
 
     nats.restart();
@@ -360,10 +377,7 @@ async fn the_lease_of_a_holder_that_stopped_renewing_is_taken_over_once_it_expir
     let stolen = Instant::now();
     app.order_all(voucher, &[users[1].1.as_str()]).await;
     let unpublished = || async {
-        sqlx::query_scalar::<_, i64>("SELECT COUNT(*) FROM tb_order_outbox WHERE published_at IS NULL")
-            .fetch_one(&app.db)
-            .await
-            .unwrap()
+        sqlx::query_scalar::<_, i64>("SELECT COUNT(*) FROM tb_order_outbox").fetch_one(&app.db).await.unwrap()
     };
     tokio::time::sleep(Duration::from_millis(1_500)).await;
     assert_eq!(unpublished().await, 1, "relayed while another instance held the lease");
@@ -372,4 +386,24 @@ async fn the_lease_of_a_holder_that_stopped_renewing_is_taken_over_once_it_expir
     assert!(taken_after >= Duration::from_millis(2_400), "taken over before the lease expired: {taken_after:?}");
     let holder: String = sqlx::query_scalar("SELECT holder FROM tb_outbox_lease").fetch_one(&app.db).await.unwrap();
     assert_ne!(holder, "a-dead-instance");
+}
+
+#[tokio::test]
+async fn published_events_are_kept_for_their_retention_then_deleted() {
+    let nats = NatsServer::start();
+    let app = app_keeping_events(OrderPath::Grouped, &nats, 2).await;
+    let voucher = app.open_seckill(10).await;
+    let users = app.seed_users(10).await;
+    let tokens: Vec<&str> = users.iter().map(|(_, t)| t.as_str()).collect();
+    app.order_all(voucher, &tokens).await;
+    all_published(&app, Duration::from_secs(10)).await;
+    let count = || async {
+        sqlx::query_scalar::<_, i64>("SELECT COUNT(*) FROM tb_order_outbox_published").fetch_one(&app.db).await.unwrap()
+    };
+    assert_eq!(count().await, 10, "kept while their retention lasts");
+    let started = Instant::now();
+    while count().await > 0 {
+        assert!(started.elapsed() < Duration::from_secs(10), "published events outlived their retention");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 }

@@ -6,7 +6,7 @@ use clap::{Args, ValueEnum};
 use super::redact::without_password;
 
 const DEFAULT_NATS_URL: &str = "nats://127.0.0.1:4223";
-const DEFAULT_OUTBOX_RETENTION_S: u64 = 3_600;
+const DEFAULT_OUTBOX_RETENTION_S: u64 = 0;
 
 /// Whether order events are written at all.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -42,8 +42,10 @@ pub struct EventSettings {
     #[arg(long, env = "NATS_CA_FILE", default_value = "")]
     pub nats_ca_file: String,
 
-    /// How long a published event stays in the outbox (for a replay from
-    /// MariaDB) before it is deleted, in small batches; 0 to 604,800.
+    /// How long a published event is kept (in `tb_order_outbox_published`),
+    /// for a replay from MariaDB, before it is deleted in small batches; 0
+    /// to 604,800. At 0 each event is deleted as soon as the broker has it
+    /// (the stream is the record), which costs MariaDB less than keeping it.
     #[arg(long, env = "OUTBOX_RETENTION_S", default_value_t = DEFAULT_OUTBOX_RETENTION_S)]
     pub outbox_retention_s: u64,
 }

@@ -17,7 +17,7 @@ pub(crate) const SUBJECTS: &str = "orders.>";
 
 /// The broker drops a message whose `Nats-Msg-Id` it saw within this long:
 /// longer than a relay takes to publish an event again after a publish
-/// whose ack it missed, or after dying between publish and mark (another
+/// whose ack it missed, or after dying before taking it out of the outbox (another
 /// instance takes the lease within 2 s and starts again from the rows).
 const DUPLICATE_WINDOW: Duration = Duration::from_secs(10 * 60);
 
@@ -87,7 +87,7 @@ impl Publisher {
     /// Publishes the events all at once and awaits each ack: the `seq` of
     /// those the broker acknowledged (stored, or dropped as a duplicate of
     /// one it has), and the first failure.
-    pub(super) async fn publish(&self, events: &[StoredEvent]) -> (Vec<u64>, Option<anyhow::Error>) {
+    pub(super) async fn publish(&self, events: &[StoredEvent]) -> Published {
         let mut pending = Vec::with_capacity(events.len());
         let mut failure = None;
         for event in events {
@@ -118,15 +118,28 @@ impl Publisher {
                 }
             }
         }
-        let mut acked = Vec::with_capacity(pending.len());
+        let mut published = Published { acked: Vec::with_capacity(pending.len()), duplicates: 0, failure };
         for (seq, ack) in pending {
             match ack.await {
-                Ok(_) => acked.push(seq),
+                Ok(ack) => {
+                    published.acked.push(seq);
+                    published.duplicates += u64::from(ack.duplicate);
+                }
                 Err(err) => {
-                    failure.get_or_insert(err.into());
+                    published.failure.get_or_insert(err.into());
                 }
             }
         }
-        (acked, failure)
+        published
     }
+}
+
+/// What the broker said of a batch.
+pub(super) struct Published {
+    /// The `seq` of the events it acknowledged.
+    pub(super) acked: Vec<u64>,
+    /// Of those, how many it dropped as copies of events it had: published
+    /// before by a relay that did not live to take them out.
+    pub(super) duplicates: u64,
+    pub(super) failure: Option<anyhow::Error>,
 }

@@ -1,12 +1,14 @@
 //! The relay: one instance at a time (the one holding the lease) reads the
-//! outbox in the order it was written, publishes, awaits the acks, marks
-//! what was acknowledged, and deletes what was published long enough ago.
+//! outbox in the order it was written, publishes, awaits the acks, and
+//! takes what was acknowledged out (kept elsewhere for
+//! `OUTBOX_RETENTION_S` when it is above 0, then deleted).
 //!
 //! An order's events leave in the order they committed: a round takes at
 //! most one event of each order (its oldest unpublished), so a later event
 //! is published only once its earlier one was acknowledged. A relay that
-//! dies between publish and mark leaves rows the next holder publishes
-//! again under the same `Nats-Msg-Id`, which the broker drops.
+//! dies between publishing and taking the rows out leaves them for the
+//! next holder, who publishes them again under the same `Nats-Msg-Id`,
+//! which the broker drops.
 
 use std::time::{Duration, Instant};
 
@@ -14,7 +16,7 @@ use sqlx::MySqlPool;
 use tokio_util::sync::CancellationToken;
 
 use super::{
-    publisher::Publisher,
+    publisher::{Published, Publisher},
     store::{self, StoredEvent},
 };
 use crate::config::EventSettings;
@@ -121,14 +123,18 @@ impl Relay {
     }
 
     /// Publishes the oldest unpublished event of each order among the next
-    /// `ROUND_MAX`, marks those acknowledged; how many were.
+    /// `ROUND_MAX`, takes those acknowledged out; how many were.
     async fn round(&self, publisher: &Publisher) -> anyhow::Result<usize> {
         let events = first_of_each_order(store::unpublished(&self.db, ROUND_MAX).await?);
         if events.is_empty() {
             return Ok(0);
         }
-        let (acked, failure) = publisher.publish(&events).await;
-        store::mark_published(&self.db, &acked).await?;
+        let Published { acked, duplicates, failure } = publisher.publish(&events).await;
+        store::take_published(&self.db, &acked, self.settings.outbox_retention_s > 0).await?;
+        if duplicates > 0 {
+            metrics::counter!("hmdp_outbox_duplicates_total").increment(duplicates);
+            tracing::info!(duplicates, "the broker dropped copies of events published before and never taken out");
+        }
         let now = chrono::Utc::now().naive_utc();
         for event in events.iter().filter(|e| acked.contains(&e.seq)) {
             let lag = (now - event.occurred_at).num_microseconds().unwrap_or(0).max(0) as f64 / 1e6;
@@ -154,7 +160,8 @@ impl Relay {
             }
             Err(err) => tracing::warn!(error = %err, "measuring the outbox backlog failed"),
         }
-        for _ in 0..PURGE_BATCHES {
+        let retained = self.settings.outbox_retention_s > 0;
+        for _ in (0..PURGE_BATCHES).filter(|_| retained) {
             match store::purge_published(&self.db, self.settings.outbox_retention_s, PURGE_BATCH).await {
                 Ok(n) if n < u64::from(PURGE_BATCH) => break,
                 Ok(_) => {}

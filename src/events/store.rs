@@ -1,4 +1,5 @@
-//! Every statement on `tb_order_outbox` and `tb_outbox_lease`.
+//! Every statement on `tb_order_outbox` (the events not yet published),
+//! `tb_order_outbox_published` (those kept after) and `tb_outbox_lease`.
 
 use chrono::NaiveDateTime;
 use sqlx::{MySql, MySqlConnection, MySqlPool, QueryBuilder};
@@ -38,24 +39,31 @@ pub(super) async fn insert_changed(conn: &mut MySqlConnection, change: Change, o
     Ok(())
 }
 
-/// Idempotent on the event's identity.
+/// Each only if the outbox does not hold it already: written again by a
+/// caller unsure whether its commit landed. (On the backlog alone, which
+/// has no index but its order: failed orders are few. One published
+/// since is published again, and dropped downstream by its id.)
 pub(super) async fn insert_failed(
     conn: &mut MySqlConnection,
     voucher_id: u64,
     orders: &[(i64, u64)],
 ) -> sqlx::Result<()> {
     let change = Change::Failed;
-    let mut insert: QueryBuilder<MySql> =
-        QueryBuilder::new("INSERT INTO tb_order_outbox (order_id, user_id, voucher_id, type, state) ");
-    insert.push_values(orders, |mut row, (order_id, user_id)| {
-        row.push_bind(*order_id)
-            .push_bind(*user_id)
-            .push_bind(voucher_id)
-            .push_bind(change.name())
-            .push_bind(change.state());
-    });
-    insert.push(" ON DUPLICATE KEY UPDATE seq = seq");
-    insert.build().execute(conn).await?;
+    for (order_id, user_id) in orders {
+        sqlx::query(
+            "INSERT INTO tb_order_outbox (order_id, user_id, voucher_id, type, state) SELECT ?, ?, ?, ?, ? FROM DUAL
+             WHERE NOT EXISTS (SELECT 1 FROM tb_order_outbox WHERE order_id = ? AND type = ?)",
+        )
+        .bind(order_id)
+        .bind(user_id)
+        .bind(voucher_id)
+        .bind(change.name())
+        .bind(change.state())
+        .bind(order_id)
+        .bind(change.name())
+        .execute(&mut *conn)
+        .await?;
+    }
     Ok(())
 }
 
@@ -72,36 +80,50 @@ pub(super) struct StoredEvent {
     pub(super) occurred_at: NaiveDateTime,
 }
 
-/// The oldest events not yet published, in the order they were written
-/// (on `idx_outbox_published`: the unpublished rows are its NULL range).
+/// The oldest events not yet published, in the order they were written:
+/// the outbox holds nothing else, so this is its primary key's start.
 pub(super) async fn unpublished(db: &MySqlPool, limit: u32) -> sqlx::Result<Vec<StoredEvent>> {
     sqlx::query_as(
-        "SELECT seq, order_id, user_id, voucher_id, type, state, occurred_at FROM tb_order_outbox
-         WHERE published_at IS NULL ORDER BY seq LIMIT ?",
+        "SELECT seq, order_id, user_id, voucher_id, type, state, occurred_at FROM tb_order_outbox ORDER BY seq LIMIT ?",
     )
     .bind(limit)
     .fetch_all(db)
     .await
 }
 
-pub(super) async fn mark_published(db: &MySqlPool, seqs: &[u64]) -> sqlx::Result<()> {
+/// Events the broker acknowledged leave the outbox; with `keep`, into
+/// `tb_order_outbox_published`, in the same transaction.
+pub(super) async fn take_published(db: &MySqlPool, seqs: &[u64], keep: bool) -> sqlx::Result<()> {
     if seqs.is_empty() {
         return Ok(());
     }
-    let mut mark: QueryBuilder<MySql> =
-        QueryBuilder::new("UPDATE tb_order_outbox SET published_at = NOW(6) WHERE published_at IS NULL AND seq IN ");
-    mark.push_tuples(seqs, |mut row, seq| {
+    let mut tx = db.begin().await?;
+    if keep {
+        let mut copy: QueryBuilder<MySql> = QueryBuilder::new(
+            "INSERT IGNORE INTO tb_order_outbox_published
+                 (seq, order_id, user_id, voucher_id, type, state, occurred_at, published_at)
+             SELECT seq, order_id, user_id, voucher_id, type, state, occurred_at, NOW(6) FROM tb_order_outbox
+             WHERE seq IN ",
+        );
+        copy.push_tuples(seqs, |mut row, seq| {
+            row.push_bind(*seq);
+        });
+        copy.build().execute(&mut *tx).await?;
+    }
+    let mut delete: QueryBuilder<MySql> = QueryBuilder::new("DELETE FROM tb_order_outbox WHERE seq IN ");
+    delete.push_tuples(seqs, |mut row, seq| {
         row.push_bind(*seq);
     });
-    mark.build().execute(db).await?;
-    Ok(())
+    delete.build().execute(&mut *tx).await?;
+    tx.commit().await
 }
 
-/// Events published longer ago than `retention_s`, `limit` at most: how
-/// many went.
+/// Kept events published longer ago than `retention_s`, `limit` at most:
+/// how many went.
 pub(super) async fn purge_published(db: &MySqlPool, retention_s: u64, limit: u32) -> sqlx::Result<u64> {
     let purged = sqlx::query(
-        "DELETE FROM tb_order_outbox WHERE published_at < NOW(6) - INTERVAL ? SECOND ORDER BY published_at LIMIT ?",
+        "DELETE FROM tb_order_outbox_published WHERE published_at < NOW(6) - INTERVAL ? SECOND
+         ORDER BY published_at LIMIT ?",
     )
     .bind(retention_s)
     .bind(limit)
@@ -113,11 +135,12 @@ pub(super) async fn purge_published(db: &MySqlPool, retention_s: u64, limit: u32
 /// Events not yet published, and how long the oldest of them has waited
 /// (MariaDB's clock), in seconds.
 pub(super) async fn backlog(db: &MySqlPool) -> sqlx::Result<(i64, f64)> {
-    let (count, oldest): (i64, Option<f64>) = sqlx::query_as(
-        "SELECT COUNT(*), CAST(TIMESTAMPDIFF(MICROSECOND, MIN(occurred_at), NOW(6)) / 1e6 AS DOUBLE)
-         FROM tb_order_outbox WHERE published_at IS NULL",
+    let count: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM tb_order_outbox").fetch_one(db).await?;
+    let oldest: Option<f64> = sqlx::query_scalar(
+        "SELECT CAST(TIMESTAMPDIFF(MICROSECOND, occurred_at, NOW(6)) / 1e6 AS DOUBLE) FROM tb_order_outbox
+         ORDER BY seq LIMIT 1",
     )
-    .fetch_one(db)
+    .fetch_optional(db)
     .await?;
     Ok((count, oldest.unwrap_or(0.0)))
 }

@@ -20,6 +20,9 @@ pub struct Options {
     pub durable: String,
     /// Stop after this long without a message (`None`: run until killed).
     pub idle_exit: Option<Duration>,
+    /// A new durable starts at the first message stored at or after this
+    /// time (Unix ms) instead of the stream's first.
+    pub since_ms: Option<i64>,
 }
 
 /// What one run applied.
@@ -58,6 +61,12 @@ pub async fn consume(db: &MySqlPool, options: &Options) -> anyhow::Result<Run> {
                 ack_policy: jetstream::consumer::AckPolicy::Explicit,
                 ack_wait: Duration::from_secs(30),
                 max_ack_pending: 20_000,
+                deliver_policy: match options.since_ms {
+                    Some(ms) => jetstream::consumer::DeliverPolicy::ByStartTime {
+                        start_time: time::OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000)?,
+                    },
+                    None => jetstream::consumer::DeliverPolicy::All,
+                },
                 ..Default::default()
             },
         )

@@ -37,6 +37,10 @@ enum Command {
         durable: String,
         #[arg(long)]
         idle_exit_ms: Option<u64>,
+        /// A new durable starts at the first event stored at or after this
+        /// time (Unix ms), not the stream's first: a run's own events.
+        #[arg(long)]
+        since_ms: Option<i64>,
     },
     /// What the consumer has applied in all, as JSON.
     Report,
@@ -64,8 +68,9 @@ async fn main() -> anyhow::Result<()> {
     let downstream = hmdp::startup::connect_database(&cli.events_database_url, 4).await?;
     inbox::create_tables(&downstream).await?;
     match cli.command {
-        Command::Consume { nats_url, durable, idle_exit_ms } => {
-            let options = consume::Options { nats_url, durable, idle_exit: idle_exit_ms.map(Duration::from_millis) };
+        Command::Consume { nats_url, durable, idle_exit_ms, since_ms } => {
+            let idle_exit = idle_exit_ms.map(Duration::from_millis);
+            let options = consume::Options { nats_url, durable, idle_exit, since_ms };
             let run = consume::consume(&downstream, &options).await?;
             println!("{}", serde_json::to_string(&run)?);
         }

@@ -233,9 +233,10 @@ impl Run<'_> {
     }
 
     /// Clients that retry with a key are owed an answer even from a killed
-    /// instance; without them a killed instance's orders may be lost.
+    /// instance (app2, or the one relaying order events); without them a
+    /// killed instance's orders may be lost.
     fn killed(&self) -> bool {
-        self.fault == "instance-kill" && self.retries.is_none()
+        matches!(self.fault, "instance-kill" | "events-holder-kill") && self.retries.is_none()
     }
 
     /// Without the replica wait, a master's death may take accepted

@@ -26,6 +26,7 @@ mod audit;
 mod chaos;
 mod cpu;
 mod crowd;
+mod events;
 mod fate;
 mod guarded;
 mod history;
@@ -291,6 +292,7 @@ struct Settled {
     after_sale: Option<aftersale::AfterSaleReport>,
     audit: audit::Audit,
     cpu: BTreeMap<String, cpu::CpuUse>,
+    events: Option<events::EventLag>,
 }
 
 async fn settle(
@@ -326,7 +328,9 @@ async fn settle(
         }
         _ => None,
     };
-    // Every order's cost is in: answered, persisted, drained.
+    // Every order's cost is in: answered, persisted, drained, its event
+    // relayed.
+    let events = events::relayed(&db, plan.voucher, drain_timeout).await?;
     let cpu = cpu::per_request(cpu_before, &cpu::sample(&args.cpu), plan.jobs.len() as u64);
     let after = audit::Snapshot::read(&db, plan.voucher).await?;
     let stock_added = match &args.stock_delta_file {
@@ -351,7 +355,18 @@ async fn settle(
         audit = audit.with_answers(check);
     }
     let summary = recorder.summary();
-    Ok(Settled { summary, successes, unreplicated, first_sent, rows_landed, drain_timeout, after_sale, audit, cpu })
+    Ok(Settled {
+        summary,
+        successes,
+        unreplicated,
+        first_sent,
+        rows_landed,
+        drain_timeout,
+        after_sale,
+        audit,
+        cpu,
+        events,
+    })
 }
 
 /// The after-sale scenario: some winners pay, the rest time out, and the
@@ -408,6 +423,9 @@ fn print_sale(run: &Run<'_>, settled: &Settled) {
     if !settled.cpu.is_empty() {
         println!("{}", cpu::render(&settled.cpu));
     }
+    if let Some(lag) = &settled.events {
+        println!("{}", lag.render());
+    }
     if let Some(report) = &settled.after_sale {
         println!("{}", report.render());
     }
@@ -433,6 +451,7 @@ fn write_json(path: &std::path::Path, args: &Args, run: &Run<'_>, settled: &Sett
         "soldOutBeforeLastSale": sold_out_early(&run.tally),
         "guarded": &run.guard_report,
         "cpu": &settled.cpu,
+        "events": &settled.events,
     });
     std::fs::write(path, serde_json::to_string_pretty(&doc)?).with_context(|| format!("writing {}", path.display()))
 }
