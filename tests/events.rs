@@ -372,7 +372,7 @@ async fn the_lease_of_a_holder_that_stopped_renewing_is_taken_over_once_it_expir
         .execute(&app.db)
         .await
         .unwrap();
-    // This instance's next renewal (within 300 ms) finds the lease taken.
+    // This instance's next renewal (within 250 ms) finds the lease taken.
     tokio::time::sleep(Duration::from_millis(500)).await;
     let stolen = Instant::now();
     app.order_all(voucher, &[users[1].1.as_str()]).await;

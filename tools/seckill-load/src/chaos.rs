@@ -236,7 +236,7 @@ impl Run<'_> {
     /// instance (app2, or the one relaying order events); without them a
     /// killed instance's orders may be lost.
     fn killed(&self) -> bool {
-        matches!(self.fault, "instance-kill" | "events-holder-kill") && self.retries.is_none()
+        matches!(self.fault, "instance-kill" | "events-holder-kill" | "events-relay-kill") && self.retries.is_none()
     }
 
     /// Without the replica wait, a master's death may take accepted
