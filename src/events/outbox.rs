@@ -46,9 +46,9 @@ impl Outbox {
     }
 
     /// Orders recorded `FAILED` of one voucher: (order id, user id). They
-    /// have no row, so their buyers come with them; recording one again
-    /// changes nothing, so a caller unsure whether its commit landed
-    /// records it again.
+    /// have no row, so their buyers come with them. One the outbox still
+    /// holds is not written twice, so a caller unsure whether its commit
+    /// landed records it again.
     pub(crate) async fn failed(
         self,
         conn: &mut MySqlConnection,
