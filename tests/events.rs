@@ -407,3 +407,22 @@ async fn published_events_are_kept_for_their_retention_then_deleted() {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
+
+/// NATS started again on an empty store (its stream gone): the relay makes
+/// the stream again and what waited reaches it.
+#[tokio::test]
+async fn events_reach_a_broker_started_again_without_its_stream() {
+    let mut nats = NatsServer::start();
+    let app = app_with_broker(OrderPath::Grouped, &nats).await;
+    let voucher = app.open_seckill(20).await;
+    let users = app.seed_users(20).await;
+    let tokens: Vec<&str> = users.iter().map(|(_, t)| t.as_str()).collect();
+    app.order_all(voucher, &tokens[..10]).await;
+    all_published(&app, Duration::from_secs(10)).await;
+
+    nats.kill_and_wipe();
+    app.order_all(voucher, &tokens[10..]).await;
+    nats.restart();
+    all_published(&app, Duration::from_secs(15)).await;
+    assert_eq!(stream_messages(&nats).await.len(), 10, "the ten written while it was away, in a stream made again");
+}

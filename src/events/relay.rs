@@ -96,6 +96,9 @@ impl Relay {
                 Err(err) => {
                     metrics::counter!("hmdp_outbox_publish_failures_total").increment(1);
                     tracing::warn!(error = %format!("{err:#}"), "an outbox round failed; its events stay for the next");
+                    // A NATS started again on an empty store has no stream:
+                    // it is made sure of again before the next round.
+                    stream_ready = false;
                     backoff = (backoff * 2).min(BACKOFF_MAX);
                     backoff
                 }

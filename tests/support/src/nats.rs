@@ -48,6 +48,12 @@ impl NatsServer {
         }
     }
 
+    /// Kills it and deletes its store: started again, it has no stream.
+    pub fn kill_and_wipe(&mut self) {
+        self.kill();
+        let _ = std::fs::remove_dir_all(&self.store);
+    }
+
     /// Starts it (again) on its port and store, and waits until it listens.
     pub fn restart(&mut self) {
         self.kill();
