@@ -9,7 +9,8 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 STATE_DIR="$ROOT/.stack"
 mkdir -p "$STATE_DIR"
 
-log() { printf '\033[1m[hmdp]\033[0m %s\n' "$*" >&2; }
+# The time of day on every line: a slow section is found in the log.
+log() { printf '\033[1m[hmdp %(%T)T]\033[0m %s\n' -1 "$*" >&2; }
 die() { log "error: $*"; exit 1; }
 
 SUDO=""
