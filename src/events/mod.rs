@@ -6,10 +6,12 @@
 //! - `change`: what an event says happened;
 //! - `outbox`: the handle the order paths write through;
 //! - `relay`: the one instance at a time that publishes, and its lease;
+//! - `cursor`: where the relay's next read starts;
 //! - `publisher`: NATS JetStream, the stream and the event's JSON;
 //! - `store`: every statement on the outbox and its lease.
 
 mod change;
+mod cursor;
 mod outbox;
 mod publisher;
 mod relay;

@@ -8,7 +8,8 @@
 //! is published only once its earlier one was acknowledged. A relay that
 //! dies between publishing and taking the rows out leaves them for the
 //! next holder, who publishes them again under the same `Nats-Msg-Id`,
-//! which the broker drops.
+//! which the broker drops. Each round reads from where the last left off
+//! (`cursor`), not from the outbox's first row.
 
 use std::time::{Duration, Instant};
 
@@ -16,6 +17,7 @@ use sqlx::MySqlPool;
 use tokio_util::sync::CancellationToken;
 
 use super::{
+    cursor::Cursor,
     publisher::{Published, Publisher},
     store::{self, StoredEvent},
 };
@@ -39,6 +41,8 @@ const BACKOFF_MAX: Duration = Duration::from_secs(1);
 const HOUSEKEEPING_EVERY: Duration = Duration::from_secs(1);
 const PURGE_BATCH: u32 = 1_000;
 const PURGE_BATCHES: u32 = 20;
+/// Gaps of the outbox's `seq` asked about at most per housekeeping.
+const GAPS_ASKED: usize = 16;
 
 pub(super) struct Relay {
     pub(super) db: MySqlPool,
@@ -60,10 +64,17 @@ impl Relay {
         };
         let (mut held, mut stream_ready, mut backoff) = (false, false, LEASE_EVERY);
         let (mut renewed, mut housekept) = (Instant::now() - LEASE_EVERY, Instant::now());
+        let mut cursor = Cursor::default();
         while !stop.is_cancelled() {
             if renewed.elapsed() >= LEASE_EVERY {
+                let was_held = held;
                 held = self.hold_lease(held).await;
                 renewed = Instant::now();
+                // Another holder may have published meanwhile: this one
+                // starts over from the outbox's first row.
+                if held && !was_held {
+                    cursor = Cursor::default();
+                }
             }
             if !held {
                 if pause(&stop, LEASE_EVERY).await {
@@ -72,7 +83,7 @@ impl Relay {
                 continue;
             }
             if housekept.elapsed() >= HOUSEKEEPING_EVERY {
-                self.housekeeping().await;
+                self.housekeeping(&mut cursor).await;
                 housekept = Instant::now();
             }
             if !stream_ready {
@@ -87,7 +98,7 @@ impl Relay {
                     }
                 }
             }
-            let wait = match self.round(&publisher).await {
+            let wait = match self.round(&publisher, &mut cursor).await {
                 Ok(0) => IDLE,
                 Ok(_) => {
                     backoff = LEASE_EVERY;
@@ -129,21 +140,28 @@ impl Relay {
 
     /// Publishes the oldest unpublished event of each order among the next
     /// `ROUND_MAX`, takes those acknowledged out; how many were.
-    async fn round(&self, publisher: &Publisher) -> anyhow::Result<usize> {
-        let events = first_of_each_order(store::unpublished(&self.db, ROUND_MAX).await?);
+    async fn round(&self, publisher: &Publisher, cursor: &mut Cursor) -> anyhow::Result<usize> {
+        let read = store::unpublished(&self.db, cursor.floor(), ROUND_MAX).await?;
+        let read_seqs: Vec<u64> = read.iter().map(|e| e.seq).collect();
+        let events = first_of_each_order(read);
         if events.is_empty() {
+            cursor.advance(&[], &[], Instant::now());
             return Ok(0);
         }
         let Published { acked, duplicates, failure } = publisher.publish(&events).await;
         store::take_published(&self.db, &acked, self.settings.outbox_retention_s > 0).await?;
+        debug_assert!(acked.is_sorted(), "acked in the order the events were published");
+        let was_acked = |seq: &u64| acked.binary_search(seq).is_ok();
+        let left: Vec<u64> = read_seqs.iter().copied().filter(|seq| !was_acked(seq)).collect();
+        cursor.advance(&read_seqs, &left, Instant::now());
         if duplicates > 0 {
             metrics::counter!("hmdp_outbox_duplicates_total").increment(duplicates);
             tracing::info!(duplicates, "the broker dropped copies of events published before and never taken out");
         }
         let now = chrono::Utc::now().naive_utc();
-        for event in events.iter().filter(|e| acked.contains(&e.seq)) {
-            let lag = (now - event.occurred_at).num_microseconds().unwrap_or(0).max(0) as f64 / 1e6;
-            metrics::histogram!("hmdp_outbox_lag_seconds").record(lag);
+        let lag = metrics::histogram!("hmdp_outbox_lag_seconds");
+        for event in events.iter().filter(|e| was_acked(&e.seq)) {
+            lag.record((now - event.occurred_at).num_microseconds().unwrap_or(0).max(0) as f64 / 1e6);
         }
         metrics::counter!("hmdp_outbox_published_total").increment(acked.len() as u64);
         match failure {
@@ -157,16 +175,41 @@ impl Relay {
         }
     }
 
-    async fn housekeeping(&self) {
+    async fn housekeeping(&self, cursor: &mut Cursor) {
         match store::backlog(&self.db).await {
-            Ok((count, oldest_s)) => {
-                metrics::gauge!("hmdp_outbox_backlog").set(count as f64);
-                metrics::gauge!("hmdp_outbox_oldest_seconds").set(oldest_s);
+            Ok(backlog) => {
+                metrics::gauge!("hmdp_outbox_backlog").set(backlog.count as f64);
+                metrics::gauge!("hmdp_outbox_oldest_seconds").set(backlog.oldest.map_or(0.0, |(_, s)| s));
+                // A row below the floor was put back with its old `seq` (a
+                // replay from the kept events, docs/events.md): read from
+                // the first row again.
+                if let Some((seq, _)) = backlog.oldest
+                    && seq < cursor.floor()
+                {
+                    tracing::info!(
+                        seq,
+                        floor = cursor.floor(),
+                        "an event below the relay's cursor: reading from the first row again"
+                    );
+                    *cursor = Cursor::default();
+                }
             }
             Err(err) => tracing::warn!(error = %err, "measuring the outbox backlog failed"),
         }
-        let retained = self.settings.outbox_retention_s > 0;
-        for _ in (0..PURGE_BATCHES).filter(|_| retained) {
+        for (from, to) in cursor.settled_gaps(Instant::now()).into_iter().take(GAPS_ASKED) {
+            match store::settled_range(&self.db, from, to).await {
+                Ok(rows) => cursor.found(from, to, &rows),
+                Err(err) => {
+                    // Most often a transaction still writing there: asked again next time.
+                    tracing::debug!(from, to, error = %err, "a gap of the outbox is not settled yet");
+                    break;
+                }
+            }
+        }
+        if self.settings.outbox_retention_s == 0 {
+            return;
+        }
+        for _ in 0..PURGE_BATCHES {
             match store::purge_published(&self.db, self.settings.outbox_retention_s, PURGE_BATCH).await {
                 Ok(n) if n < u64::from(PURGE_BATCH) => break,
                 Ok(_) => {}

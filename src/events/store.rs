@@ -2,7 +2,7 @@
 //! `tb_order_outbox_published` (those kept after) and `tb_outbox_lease`.
 
 use chrono::NaiveDateTime;
-use sqlx::{MySql, MySqlConnection, MySqlPool, QueryBuilder};
+use sqlx::{MySql, MySqlConnection, MySqlPool, QueryBuilder, Transaction, pool::PoolConnection};
 
 use super::change::Change;
 
@@ -80,42 +80,80 @@ pub(super) struct StoredEvent {
     pub(super) occurred_at: NaiveDateTime,
 }
 
-/// The oldest events not yet published, in the order they were written:
-/// the outbox holds nothing else, so this is its primary key's start.
-pub(super) async fn unpublished(db: &MySqlPool, limit: u32) -> sqlx::Result<Vec<StoredEvent>> {
+/// The oldest events not yet published from `floor` on, in the order they
+/// were written (the relay's cursor says where its last read left off).
+pub(super) async fn unpublished(db: &MySqlPool, floor: u64, limit: u32) -> sqlx::Result<Vec<StoredEvent>> {
     sqlx::query_as(
-        "SELECT seq, order_id, user_id, voucher_id, type, state, occurred_at FROM tb_order_outbox ORDER BY seq LIMIT ?",
+        "SELECT seq, order_id, user_id, voucher_id, type, state, occurred_at FROM tb_order_outbox
+         WHERE seq >= ? ORDER BY seq LIMIT ?",
     )
+    .bind(floor)
     .bind(limit)
     .fetch_all(db)
     .await
 }
 
+/// The rows of `from..=to`, once no transaction holds any `seq` there; an
+/// error (a lock wait, 1205) while one does. A locking read that does not
+/// wait: a row written by a transaction not yet committed is locked by it.
+pub(super) async fn settled_range(db: &MySqlPool, from: u64, to: u64) -> sqlx::Result<Vec<u64>> {
+    let mut conn = db.acquire().await?;
+    let mut tx = read_committed(&mut conn).await?;
+    let rows = sqlx::query_scalar(
+        "SELECT seq FROM tb_order_outbox WHERE seq BETWEEN ? AND ? ORDER BY seq LOCK IN SHARE MODE NOWAIT",
+    )
+    .bind(from)
+    .bind(to)
+    .fetch_all(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    Ok(rows)
+}
+
 /// Events the broker acknowledged leave the outbox; with `keep`, into
 /// `tb_order_outbox_published`, in the same transaction.
+///
+/// The rows are named by a JSON array joined to the primary key, not by
+/// `seq IN (...)`: on the small outbox MariaDB plans an `IN` list as a
+/// scan of the whole table, whose locks wait on every row an order's
+/// transaction has written and not committed (and, in REPEATABLE READ,
+/// hold up the inserts of the next ones). One statement text, too,
+/// whatever the number of rows, so it is prepared once.
 pub(super) async fn take_published(db: &MySqlPool, seqs: &[u64], keep: bool) -> sqlx::Result<()> {
     if seqs.is_empty() {
         return Ok(());
     }
+    let listed = format!("[{}]", seqs.iter().map(u64::to_string).collect::<Vec<_>>().join(","));
     let mut tx = db.begin().await?;
     if keep {
-        let mut copy: QueryBuilder<MySql> = QueryBuilder::new(
+        sqlx::query(
             "INSERT IGNORE INTO tb_order_outbox_published
                  (seq, order_id, user_id, voucher_id, type, state, occurred_at, published_at)
-             SELECT seq, order_id, user_id, voucher_id, type, state, occurred_at, NOW(6) FROM tb_order_outbox
-             WHERE seq IN ",
-        );
-        copy.push_tuples(seqs, |mut row, seq| {
-            row.push_bind(*seq);
-        });
-        copy.build().execute(&mut *tx).await?;
+             SELECT o.seq, o.order_id, o.user_id, o.voucher_id, o.type, o.state, o.occurred_at, NOW(6)
+             FROM JSON_TABLE(?, '$[*]' COLUMNS (seq BIGINT UNSIGNED PATH '$')) AS listed
+             STRAIGHT_JOIN tb_order_outbox o ON o.seq = listed.seq",
+        )
+        .bind(&listed)
+        .execute(&mut *tx)
+        .await?;
     }
-    let mut delete: QueryBuilder<MySql> = QueryBuilder::new("DELETE FROM tb_order_outbox WHERE seq IN ");
-    delete.push_tuples(seqs, |mut row, seq| {
-        row.push_bind(*seq);
-    });
-    delete.build().execute(&mut *tx).await?;
+    sqlx::query(
+        "DELETE o FROM JSON_TABLE(?, '$[*]' COLUMNS (seq BIGINT UNSIGNED PATH '$')) AS listed
+         STRAIGHT_JOIN tb_order_outbox o ON o.seq = listed.seq",
+    )
+    .bind(&listed)
+    .execute(&mut *tx)
+    .await?;
     tx.commit().await
+}
+
+/// A transaction in READ COMMITTED, for a locking read of a range: in
+/// REPEATABLE READ it would also lock the gaps, which an order's insert
+/// could wait on. `SET TRANSACTION` holds for the connection's next
+/// transaction only, the one begun right after it.
+async fn read_committed(conn: &mut PoolConnection<MySql>) -> sqlx::Result<Transaction<'_, MySql>> {
+    sqlx::query("SET TRANSACTION ISOLATION LEVEL READ COMMITTED").execute(&mut **conn).await?;
+    sqlx::Acquire::begin(&mut **conn).await
 }
 
 /// Kept events published longer ago than `retention_s`, `limit` at most:
@@ -132,17 +170,22 @@ pub(super) async fn purge_published(db: &MySqlPool, retention_s: u64, limit: u32
     Ok(purged.rows_affected())
 }
 
-/// Events not yet published, and how long the oldest of them has waited
-/// (MariaDB's clock), in seconds.
-pub(super) async fn backlog(db: &MySqlPool) -> sqlx::Result<(i64, f64)> {
+/// The events not yet published.
+pub(super) struct Backlog {
+    pub(super) count: i64,
+    /// The oldest's `seq`, and how long it has waited (MariaDB's clock).
+    pub(super) oldest: Option<(u64, f64)>,
+}
+
+pub(super) async fn backlog(db: &MySqlPool) -> sqlx::Result<Backlog> {
     let count: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM tb_order_outbox").fetch_one(db).await?;
-    let oldest: Option<f64> = sqlx::query_scalar(
-        "SELECT CAST(TIMESTAMPDIFF(MICROSECOND, occurred_at, NOW(6)) / 1e6 AS DOUBLE) FROM tb_order_outbox
+    let oldest: Option<(u64, f64)> = sqlx::query_as(
+        "SELECT seq, CAST(TIMESTAMPDIFF(MICROSECOND, occurred_at, NOW(6)) / 1e6 AS DOUBLE) FROM tb_order_outbox
          ORDER BY seq LIMIT 1",
     )
     .fetch_optional(db)
     .await?;
-    Ok((count, oldest.unwrap_or(0.0)))
+    Ok(Backlog { count, oldest })
 }
 
 /// The relay's lease row.

@@ -258,9 +258,7 @@ impl Failover {
         tx.commit().await?;
         Ok(())
     }
-}
 
-impl Failover {
     async fn failed_told(&self, voucher: u64, orders: &[(i64, u64)]) -> sqlx::Result<()> {
         if orders.is_empty() {
             return Ok(());

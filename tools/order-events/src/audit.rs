@@ -31,6 +31,7 @@ fn matches(status: u8, seen: &[String]) -> bool {
 const EXAMPLES: usize = 5;
 
 #[derive(Debug, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct EventsAudit {
     pub vouchers: Vec<u64>,
     pub order_rows: usize,

@@ -34,6 +34,23 @@ pub struct Run {
     pub malformed: u64,
 }
 
+impl Run {
+    pub fn add(&mut self, other: &Run) {
+        self.applied += other.applied;
+        self.duplicates += other.duplicates;
+        self.out_of_order += other.out_of_order;
+        self.malformed += other.malformed;
+    }
+}
+
+/// A durable made for one run (an audit's) goes when the run is over: the
+/// broker would keep it, and its position, for ever.
+pub async fn delete_durable(nats_url: &str, durable: &str) -> anyhow::Result<()> {
+    let client = async_nats::connect(nats_url).await?;
+    jetstream::new(client).get_stream(STREAM).await?.delete_consumer(durable).await?;
+    Ok(())
+}
+
 pub async fn consume(db: &MySqlPool, options: &Options) -> anyhow::Result<Run> {
     inbox::create_tables(db).await?;
     let client = async_nats::ConnectOptions::new()

@@ -3,13 +3,10 @@
 //! each event once through an inbox table; `report` prints what it has
 //! seen; `audit` holds it against the orders of some vouchers.
 
-mod audit;
-mod consume;
-mod inbox;
-
 use std::time::{Duration, Instant};
 
 use clap::{Parser, Subcommand};
+use order_events::{audit, consume, inbox};
 
 const DEFAULT_EVENTS_DATABASE_URL: &str = "mysql://root@127.0.0.1:3306/hmdp_downstream";
 

@@ -4,6 +4,7 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use hmdp::seckill::Reconciliation;
+use order_events::audit::EventsAudit;
 
 use crate::report::Outcome;
 use serde::Serialize;
@@ -62,6 +63,9 @@ pub struct Audit {
     /// Every answer against its user's row, when the users' ids are known.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub answers: Option<AnswerCheck>,
+    /// The sale's order events at a consumer (`--events-audit`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub events: Option<EventsAudit>,
     /// Users who came to buy.
     pub buyers: u64,
     /// Answers that may leave a unit unsold: 429, 503, anything unexpected.
@@ -148,6 +152,7 @@ impl Audit {
             success_answers: successes,
             unreplicated_answers: unreplicated,
             redis: None,
+            events: None,
             answers: None,
             buyers: 0,
             refusals_leaving_stock: 0,
@@ -182,6 +187,14 @@ impl Audit {
         self
     }
 
+    /// Adds the order events seen downstream; an order without its events,
+    /// or with one twice or out of order, fails the audit.
+    pub fn with_events(mut self, events: EventsAudit) -> Self {
+        self.passed &= events.passed;
+        self.events = Some(events);
+        self
+    }
+
     /// Adds the comparison with Redis; drift fails the audit.
     pub fn with_redis(mut self, report: Reconciliation) -> Self {
         self.passed &= report.agrees();
@@ -205,8 +218,9 @@ impl Audit {
             .as_ref()
             .map(|r| format!("Redis against MariaDB, after the drain\n  {}", r.render()))
             .unwrap_or_default();
+        let events = self.events.as_ref().map(EventsAudit::render).unwrap_or_default();
         format!(
-            "Audit of voucher {} (from MariaDB)\n  initial stock          {}\n  orders                 {}\n  remaining stock        {}\n  oversold               {}\n  duplicate (user, voucher) pairs {}\n  stock + orders = initial  {}\n  orders created by this run {} / success answers {}\n  buyers {}, refusals that may leave stock {}{}\n  answers outside the contract (500, not the envelope) {}\n{}{}  result                 {}\n",
+            "Audit of voucher {} (from MariaDB)\n  initial stock          {}\n  orders                 {}\n  remaining stock        {}\n  oversold               {}\n  duplicate (user, voucher) pairs {}\n  stock + orders = initial  {}\n  orders created by this run {} / success answers {}\n  buyers {}, refusals that may leave stock {}{}\n  answers outside the contract (500, not the envelope) {}\n{}{}{}  result                 {}\n",
             self.voucher_id,
             self.initial_stock,
             self.orders,
@@ -222,6 +236,7 @@ impl Audit {
             self.answers_outside_contract,
             answers,
             redis,
+            events,
             if self.passed { "PASS" } else { "FAIL" },
         )
     }
@@ -348,6 +363,15 @@ mod tests {
     fn stock_that_vanished_without_an_order_fails() {
         let audit = verdict(0, 99, 0, 99);
         assert!(!audit.stock_plus_orders_is_initial && !audit.passed);
+    }
+
+    #[test]
+    fn a_sale_whose_orders_lack_their_events_at_the_consumer_fails() {
+        let rows = BTreeMap::from([(1_i64, 1_u8), (2, 1)]);
+        let both = BTreeMap::from([(1_i64, vec!["created".to_owned()]), (2, vec!["created".to_owned()])]);
+        let one = BTreeMap::from([(1_i64, vec!["created".to_owned()])]);
+        assert!(verdict(0, 100, 0, 100).with_events(EventsAudit::judge(&[7], &rows, &both)).passed);
+        assert!(!verdict(0, 100, 0, 100).with_events(EventsAudit::judge(&[7], &rows, &one)).passed);
     }
 
     fn refusals(buyers: u64, leaving_stock: u64, outside_contract: u64) -> Refusals {

@@ -445,6 +445,7 @@ mod tests {
             success_answers: 4_000,
             unreplicated_answers: 0,
             redis: None,
+            events: None,
             answers: Some(AnswerCheck { success_without_row: 0, unreplicated_without_row: 0, rows_told_failed: 0 }),
             buyers: 6_000,
             refusals_leaving_stock: 0,

@@ -2,11 +2,55 @@
 //! relay has published them all, and, where the service keeps published
 //! events (`OUTBOX_RETENTION_S` above 0), the lag from each event's commit
 //! to its broker's ack (`occurred_at`, `published_at`, both MariaDB's
-//! clock).
+//! clock). With `--events-audit`, they are also consumed from the broker
+//! and held against the sale's orders (`order_events::audit_sale`).
 
 use std::time::{Duration, Instant};
 
+use order_events::audit::EventsAudit;
 use serde::Serialize;
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct EventsArgs {
+    /// After the sale, consume its order events from NATS (from a second
+    /// before its first request) and audit them: every order row has the
+    /// events its status implies, each once, in its life's order, and no
+    /// event names an order without a row but an asynchronous `failed`
+    /// one. For a service run with ORDER_EVENTS=nats.
+    #[arg(long)]
+    pub events_audit: bool,
+    #[arg(long, env = "NATS_URL", default_value = "nats://127.0.0.1:4223")]
+    pub nats_url: String,
+    /// The consumer's own database (created when missing); by default
+    /// `hmdp_downstream` beside the service's, with its account.
+    #[arg(long, env = "EVENTS_DATABASE_URL")]
+    pub events_database_url: Option<String>,
+}
+
+/// The sale's events at a consumer, against its orders; `None` without
+/// `--events-audit`.
+pub async fn audit(
+    args: &EventsArgs,
+    database_url: &str,
+    orders: &sqlx::MySqlPool,
+    voucher: u64,
+    sale_started_ms: i64,
+    wait: Duration,
+) -> anyhow::Result<Option<EventsAudit>> {
+    if !args.events_audit {
+        return Ok(None);
+    }
+    let downstream_url = match &args.events_database_url {
+        Some(url) => url.clone(),
+        None => format!("{}/hmdp_downstream", database_url.rsplit_once('/').map_or(database_url, |(server, _)| server)),
+    };
+    let downstream = hmdp::startup::connect_database(&downstream_url, 4).await?;
+    let since_ms = sale_started_ms - 1_000;
+    let (run, audit) =
+        order_events::audit_sale(orders, &downstream, &args.nats_url, &[voucher], since_ms, wait).await?;
+    eprintln!("order events consumed for the audit: {}", serde_json::to_string(&run)?);
+    Ok(Some(audit))
+}
 
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]

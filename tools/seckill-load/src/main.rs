@@ -155,6 +155,9 @@ struct Args {
     /// A guarded sale (`--guard`): the full flow, bots, greedy buyers.
     #[command(flatten)]
     guard: guarded::GuardArgs,
+    /// The sale's order events audited at a consumer (`--events-audit`).
+    #[command(flatten)]
+    events: events::EventsArgs,
 }
 
 fn positive_rate(value: &str) -> Result<f64, String> {
@@ -214,6 +217,7 @@ async fn sale(args: Args) -> anyhow::Result<()> {
     };
     let injection = args.chaos.fault.is_some().then(|| chaos::inject(&args.chaos, plan.client.clone(), voucher));
     let cpu_before = cpu::sample(&args.cpu);
+    let started_ms = chrono::Utc::now().timestamp_millis();
     let counters = Arc::new(sale::Counters::default());
     let progress = tokio::spawn(sale::show_progress(counters.done.clone(), plan.jobs.len()));
     let ledger = Arc::new(guarded::Ledger::default());
@@ -242,7 +246,7 @@ async fn sale(args: Args) -> anyhow::Result<()> {
         };
         history::write(path, &sale, &tally.history)?;
     }
-    let mut run = Run { plan: &plan, tally, retried, guard_report };
+    let mut run = Run { plan: &plan, tally, retried, guard_report, started_ms };
     let settled = settle(&args, &mut run, db, &before, &cpu_before).await?;
     print_sale(&run, &settled);
     if let Some(path) = &args.json {
@@ -278,6 +282,8 @@ struct Run<'a> {
     tally: sale::Tally,
     retried: usize,
     guard_report: Option<guarded::GuardReport>,
+    /// When the first request was about to go (Unix ms).
+    started_ms: i64,
 }
 
 /// The sale at rest: its rows landed (or not), Redis drained, the
@@ -353,6 +359,11 @@ async fn settle(
     let user_ids: Vec<Option<u64>> = plan.tokens.iter().map(|u| u.id).collect();
     if let Some(check) = audit::check_answers(&db, plan.voucher, &user_ids, &run.tally.answers).await? {
         audit = audit.with_answers(check);
+    }
+    if let Some(events) =
+        events::audit(&args.events, args.db.as_str(), &db, plan.voucher, run.started_ms, drain_timeout).await?
+    {
+        audit = audit.with_events(events);
     }
     let summary = recorder.summary();
     Ok(Settled {
