@@ -21,7 +21,12 @@
 use std::time::{Duration, Instant};
 
 /// How long a gap waits before it is asked about: far longer than a
-/// statement takes between taking its `seq` and writing its row.
+/// statement takes between taking its `seq` and writing its row. (No
+/// statement on the outbox locks a gap an insert could wait on: the
+/// relay's reads do not lock, its deletes lock the rows they name, and
+/// the check before a `failed` event is a plain read. Should a row still
+/// come in below the floor, the relay finds it within a second: it reads
+/// from the first row again when the oldest row is below its floor.)
 pub(super) const GAP_SETTLE: Duration = Duration::from_secs(1);
 
 #[derive(Debug, Default)]
@@ -50,12 +55,15 @@ impl Cursor {
 
     /// After a round that read `read` (ascending, each at or above the
     /// floor) and left `left` in the outbox (not acknowledged, or an
-    /// order's later event).
-    pub(super) fn advance(&mut self, read: &[u64], left: &[u64], now: Instant) {
+    /// order's later event). `cut_off`: the read stopped at its limit, so
+    /// rows past the newest it returned were not seen this time, among
+    /// them rows an earlier round read and left.
+    pub(super) fn advance(&mut self, read: &[u64], left: &[u64], cut_off: bool, now: Instant) {
         let mut gaps: Vec<Gap> = Vec::with_capacity(self.gaps.len() + 1);
         for gap in &self.gaps {
             let mut from = gap.from;
-            for &seq in read.iter().filter(|&&s| (gap.from..=gap.to).contains(&s)) {
+            let inside = read.partition_point(|&s| s < gap.from)..read.partition_point(|&s| s <= gap.to);
+            for &seq in &read[inside] {
                 if seq > from {
                     gaps.push(Gap { from, to: seq - 1, seen: gap.seen });
                 }
@@ -76,6 +84,9 @@ impl Cursor {
         gaps.sort_unstable_by_key(|g| g.from);
         self.gaps = gaps;
         self.left = left.iter().copied().min();
+        if cut_off && let Some(&newest) = read.last() {
+            self.left = Some(self.left.map_or(newest + 1, |lowest| lowest.min(newest + 1)));
+        }
         self.settle();
     }
 
@@ -121,11 +132,11 @@ mod tests {
     fn the_floor_passes_what_was_read_and_taken_out() {
         let mut cursor = Cursor::default();
         let now = Instant::now();
-        cursor.advance(&[0, 1, 2, 3], &[], now);
+        cursor.advance(&[0, 1, 2, 3], &[], false, now);
         assert_eq!(cursor.floor(), 4);
-        cursor.advance(&[4, 5], &[5], now);
+        cursor.advance(&[4, 5], &[5], false, now);
         assert_eq!(cursor.floor(), 5, "an event left in the outbox is read again");
-        cursor.advance(&[], &[], now);
+        cursor.advance(&[], &[], false, now);
         assert_eq!(cursor.floor(), 6, "5 was taken out by the round that read nothing");
     }
 
@@ -133,12 +144,12 @@ mod tests {
     fn the_floor_waits_at_a_gap_until_it_fills() {
         let mut cursor = Cursor::default();
         let now = Instant::now();
-        cursor.advance(&[0, 1, 4, 5], &[], now);
+        cursor.advance(&[0, 1, 4, 5], &[], false, now);
         assert_eq!(cursor.floor(), 2, "2 and 3 may belong to a transaction not yet committed");
-        cursor.advance(&[6], &[], now);
+        cursor.advance(&[6], &[], false, now);
         assert_eq!(cursor.floor(), 2, "a read that does not fill the gap leaves the floor at it");
         assert!(cursor.settled_gaps(now).is_empty());
-        cursor.advance(&[2, 3, 7], &[], now + Duration::from_millis(10));
+        cursor.advance(&[2, 3, 7], &[], false, now + Duration::from_millis(10));
         assert_eq!(cursor.floor(), 8, "the gap filled; 4 to 6 were taken out before");
     }
 
@@ -146,16 +157,16 @@ mod tests {
     fn a_gap_found_empty_is_passed_and_one_still_held_is_kept() {
         let mut cursor = Cursor::default();
         let start = Instant::now();
-        cursor.advance(&[0, 3, 4, 8], &[], start);
+        cursor.advance(&[0, 3, 4, 8], &[], false, start);
         assert_eq!(cursor.floor(), 1);
         let later = settled(start);
-        cursor.advance(&[9], &[], later);
+        cursor.advance(&[9], &[], false, later);
         assert_eq!(cursor.settled_gaps(later), vec![(1, 2), (5, 7)], "each as old as its first sight");
         cursor.found(1, 2, &[]);
         assert_eq!(cursor.floor(), 5, "past the empty gap, up to the next one");
         cursor.found(5, 7, &[6]);
         assert_eq!(cursor.floor(), 6, "6 committed meanwhile: it is read next");
-        cursor.advance(&[6, 10], &[], later);
+        cursor.advance(&[6, 10], &[], false, later);
         assert_eq!(cursor.floor(), 11, "5 and 7 are empty for good, 8 and 9 were read");
         assert!(cursor.settled_gaps(later).is_empty());
     }
@@ -164,21 +175,34 @@ mod tests {
     fn what_lies_below_a_relays_first_read_is_a_gap_until_asked_about() {
         let mut cursor = Cursor::default();
         let start = Instant::now();
-        cursor.advance(&[100, 101], &[], start);
+        cursor.advance(&[100, 101], &[], false, start);
         assert_eq!(cursor.floor(), 0, "0 to 99: published by a relay before, or not committed yet");
         assert_eq!(cursor.settled_gaps(settled(start)), vec![(0, 99)]);
         cursor.found(0, 99, &[42]);
         assert_eq!(cursor.floor(), 42);
-        cursor.advance(&[42], &[], settled(start));
+        cursor.advance(&[42], &[], false, settled(start));
         assert_eq!(cursor.floor(), 102);
+    }
+
+    #[test]
+    fn rows_past_a_read_cut_off_at_its_limit_are_read_again() {
+        let mut cursor = Cursor::default();
+        let now = Instant::now();
+        cursor.advance(&[0, 1, 2, 3], &[0, 1, 2, 3], false, now);
+        assert_eq!(cursor.floor(), 0, "nothing acknowledged");
+        // The broker is back; this read stops at its limit, at 2.
+        cursor.advance(&[0, 1, 2], &[], true, now);
+        assert_eq!(cursor.floor(), 3, "3 was left by the round before and not read this time");
+        cursor.advance(&[3, 4], &[], false, now);
+        assert_eq!(cursor.floor(), 5);
     }
 
     #[test]
     fn a_gap_partly_filled_keeps_its_age() {
         let mut cursor = Cursor::default();
         let start = Instant::now();
-        cursor.advance(&[0, 5], &[], start);
-        cursor.advance(&[2], &[], start + Duration::from_millis(500));
+        cursor.advance(&[0, 5], &[], false, start);
+        cursor.advance(&[2], &[], false, start + Duration::from_millis(500));
         assert_eq!(cursor.floor(), 1);
         assert_eq!(cursor.settled_gaps(settled(start)), vec![(1, 1), (3, 4)]);
     }

@@ -142,10 +142,11 @@ impl Relay {
     /// `ROUND_MAX`, takes those acknowledged out; how many were.
     async fn round(&self, publisher: &Publisher, cursor: &mut Cursor) -> anyhow::Result<usize> {
         let read = store::unpublished(&self.db, cursor.floor(), ROUND_MAX).await?;
+        let cut_off = read.len() == ROUND_MAX as usize;
         let read_seqs: Vec<u64> = read.iter().map(|e| e.seq).collect();
         let events = first_of_each_order(read);
         if events.is_empty() {
-            cursor.advance(&[], &[], Instant::now());
+            cursor.advance(&[], &[], false, Instant::now());
             return Ok(0);
         }
         let Published { acked, duplicates, failure } = publisher.publish(&events).await;
@@ -153,7 +154,7 @@ impl Relay {
         debug_assert!(acked.is_sorted(), "acked in the order the events were published");
         let was_acked = |seq: &u64| acked.binary_search(seq).is_ok();
         let left: Vec<u64> = read_seqs.iter().copied().filter(|seq| !was_acked(seq)).collect();
-        cursor.advance(&read_seqs, &left, Instant::now());
+        cursor.advance(&read_seqs, &left, cut_off, Instant::now());
         if duplicates > 0 {
             metrics::counter!("hmdp_outbox_duplicates_total").increment(duplicates);
             tracing::info!(duplicates, "the broker dropped copies of events published before and never taken out");
@@ -199,11 +200,8 @@ impl Relay {
         for (from, to) in cursor.settled_gaps(Instant::now()).into_iter().take(GAPS_ASKED) {
             match store::settled_range(&self.db, from, to).await {
                 Ok(rows) => cursor.found(from, to, &rows),
-                Err(err) => {
-                    // Most often a transaction still writing there: asked again next time.
-                    tracing::debug!(from, to, error = %err, "a gap of the outbox is not settled yet");
-                    break;
-                }
+                // Most often a transaction still writing there: asked again next time.
+                Err(err) => tracing::debug!(from, to, error = %err, "a gap of the outbox is not settled yet"),
             }
         }
         if self.settings.outbox_retention_s == 0 {

@@ -50,19 +50,28 @@ pub(super) async fn insert_failed(
 ) -> sqlx::Result<()> {
     let change = Change::Failed;
     for (order_id, user_id) in orders {
-        sqlx::query(
-            "INSERT INTO tb_order_outbox (order_id, user_id, voucher_id, type, state) SELECT ?, ?, ?, ?, ? FROM DUAL
-             WHERE NOT EXISTS (SELECT 1 FROM tb_order_outbox WHERE order_id = ? AND type = ?)",
-        )
-        .bind(order_id)
-        .bind(user_id)
-        .bind(voucher_id)
-        .bind(change.name())
-        .bind(change.state())
-        .bind(order_id)
-        .bind(change.name())
-        .execute(&mut *conn)
-        .await?;
+        // A plain read, not a locking one: as the subquery of an INSERT it
+        // would lock every row of the outbox it passes and the gap past
+        // the last, and every order's insert of its event would wait for
+        // this transaction. Two writers racing here write it twice; the
+        // broker and the consumer drop the copy by its id.
+        let held: Option<u64> =
+            sqlx::query_scalar("SELECT seq FROM tb_order_outbox WHERE order_id = ? AND type = ? LIMIT 1")
+                .bind(order_id)
+                .bind(change.name())
+                .fetch_optional(&mut *conn)
+                .await?;
+        if held.is_some() {
+            continue;
+        }
+        sqlx::query("INSERT INTO tb_order_outbox (order_id, user_id, voucher_id, type, state) VALUES (?, ?, ?, ?, ?)")
+            .bind(order_id)
+            .bind(user_id)
+            .bind(voucher_id)
+            .bind(change.name())
+            .bind(change.state())
+            .execute(&mut *conn)
+            .await?;
     }
     Ok(())
 }
@@ -98,6 +107,9 @@ pub(super) async fn unpublished(db: &MySqlPool, floor: u64, limit: u32) -> sqlx:
 /// wait: a row written by a transaction not yet committed is locked by it.
 pub(super) async fn settled_range(db: &MySqlPool, from: u64, to: u64) -> sqlx::Result<Vec<u64>> {
     let mut conn = db.acquire().await?;
+    // Closed after, not pooled: a level set and never begun (an error, a
+    // shutdown in between) must not reach an order's transaction.
+    conn.close_on_drop();
     let mut tx = read_committed(&mut conn).await?;
     let rows = sqlx::query_scalar(
         "SELECT seq FROM tb_order_outbox WHERE seq BETWEEN ? AND ? ORDER BY seq LOCK IN SHARE MODE NOWAIT",
