@@ -20,6 +20,8 @@ mod store;
 pub(crate) use change::Change;
 pub(crate) use outbox::Outbox;
 
+use std::sync::Arc;
+
 use sqlx::MySqlPool;
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
@@ -40,13 +42,14 @@ impl Events {
             db: db.clone(),
             settings: config.events.clone(),
             holder: format!("{}#{}", config.instance_id(), uuid::Uuid::new_v4().simple()),
+            written: Arc::default(),
         });
-        let outbox = Outbox::new(config.events.written());
+        let outbox = Outbox::new(config.events.written(), relay.as_ref().map(|r| r.written.clone()));
         Self { outbox, relay, stop: CancellationToken::new(), tasks: TaskTracker::new() }
     }
 
     pub(crate) fn outbox(&self) -> Outbox {
-        self.outbox
+        self.outbox.clone()
     }
 
     /// Starts the relay, once.

@@ -2,24 +2,37 @@
 //! decided once, at start-up (`ORDER_EVENTS`); a path calls it the same
 //! either way, in the transaction that makes the change.
 
+use std::sync::Arc;
+
 use sqlx::MySqlConnection;
+use tokio::sync::Notify;
 
 use super::{change::Change, store};
 
-/// Whether the order paths write their events; `Copy`, held by each path.
-#[derive(Debug, Clone, Copy)]
+/// Whether the order paths write their events, and the relay of this
+/// instance they wake when they do; held by each path.
+#[derive(Debug, Clone)]
 pub(crate) struct Outbox {
     written: bool,
+    relay: Option<Arc<Notify>>,
 }
 
 impl Outbox {
-    pub(crate) fn new(written: bool) -> Self {
-        Self { written }
+    pub(crate) fn new(written: bool, relay: Option<Arc<Notify>>) -> Self {
+        Self { written, relay }
+    }
+
+    /// Before the commit: the relay waits a little before it reads, and a
+    /// commit it misses is found by its next read.
+    fn wake_relay(&self) {
+        if let Some(relay) = &self.relay {
+            relay.notify_one();
+        }
     }
 
     /// Orders just inserted on `conn`: (order id, user id).
     pub(crate) async fn created(
-        self,
+        &self,
         conn: &mut MySqlConnection,
         voucher_id: u64,
         orders: &[(i64, u64)],
@@ -27,14 +40,16 @@ impl Outbox {
         if !self.written || orders.is_empty() {
             return Ok(());
         }
-        store::insert_created(conn, voucher_id, orders).await
+        store::insert_created(conn, voucher_id, orders).await?;
+        self.wake_relay();
+        Ok(())
     }
 
     /// Orders whose status was just changed on `conn`, read back from their
     /// rows there (the transaction sees its own update); those not in the
     /// change's status get none.
     pub(crate) async fn changed(
-        self,
+        &self,
         conn: &mut MySqlConnection,
         change: Change,
         order_ids: &[i64],
@@ -42,7 +57,9 @@ impl Outbox {
         if !self.written || order_ids.is_empty() {
             return Ok(());
         }
-        store::insert_changed(conn, change, order_ids).await
+        store::insert_changed(conn, change, order_ids).await?;
+        self.wake_relay();
+        Ok(())
     }
 
     /// Orders recorded `FAILED` of one voucher: (order id, user id). They
@@ -50,7 +67,7 @@ impl Outbox {
     /// holds is not written twice, so a caller unsure whether its commit
     /// landed records it again.
     pub(crate) async fn failed(
-        self,
+        &self,
         conn: &mut MySqlConnection,
         voucher_id: u64,
         orders: &[(i64, u64)],
@@ -58,6 +75,8 @@ impl Outbox {
         if !self.written || orders.is_empty() {
             return Ok(());
         }
-        store::insert_failed(conn, voucher_id, orders).await
+        store::insert_failed(conn, voucher_id, orders).await?;
+        self.wake_relay();
+        Ok(())
     }
 }

@@ -89,7 +89,7 @@ impl AsyncMode {
             page: settings.async_batch_max,
             claim_idle,
             max_deliveries: settings.async_max_deliveries,
-            outbox: deps.outbox,
+            outbox: deps.outbox.clone(),
         };
         let consumer = Consumer {
             db: db.clone(),
@@ -107,7 +107,13 @@ impl AsyncMode {
         let replica_wait = ReplicaWait::build(&config.redis, settings.order_replica_acks, wait, &redis).await?;
         Ok(Self {
             mirror: Mirror::new(db.clone(), redis.clone(), keys.clone(), segments.clone()),
-            failover: failover::Failover::new(db.clone(), redis.clone(), keys.clone(), segments.clone(), deps.outbox),
+            failover: failover::Failover::new(
+                db.clone(),
+                redis.clone(),
+                keys.clone(),
+                segments.clone(),
+                deps.outbox.clone(),
+            ),
             order_ids: deps.order_ids.clone(),
             deadline: Duration::from_millis(config.seckill.request_deadline_ms),
             replica_wait,

@@ -60,7 +60,7 @@ impl SyncOrders {
         let group_commit = (settings.order_batch_max > 1).then(|| {
             GroupCommitter::new(
                 deps.db.clone(),
-                deps.outbox,
+                deps.outbox.clone(),
                 settings.order_batch_max,
                 Duration::from_millis(settings.order_batch_wait_ms),
                 Duration::from_millis(settings.order_batch_worker_idle_ms),
@@ -70,7 +70,7 @@ impl SyncOrders {
         });
         Self {
             db: deps.db.clone(),
-            outbox: deps.outbox,
+            outbox: deps.outbox.clone(),
             gates: VoucherGates::new(settings.hot_row_permits, settings.hot_row_queue_max),
             locks: deps.locks.clone(),
             order_ids: deps.order_ids.clone(),
@@ -201,7 +201,7 @@ impl SyncOrders {
             let reservation = tokio::select! {
                 biased;
                 () = stop.cancelled() => return Err(SeckillError::lock_lost()),
-                reservation = reserve(&self.db, self.outbox, user_id, voucher_id, order_id, spend) => reservation,
+                reservation = reserve(&self.db, &self.outbox, user_id, voucher_id, order_id, spend) => reservation,
             };
             commit_reservation(&self.db, gate, order_id, stop, reservation).await?;
         }

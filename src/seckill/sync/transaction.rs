@@ -102,7 +102,7 @@ pub(super) enum Reservation {
 /// The course's transaction, up to its commit.
 pub(super) async fn reserve(
     db: &MySqlPool,
-    outbox: Outbox,
+    outbox: &Outbox,
     user_id: u64,
     voucher_id: u64,
     order_id: i64,

@@ -35,7 +35,7 @@ pub(super) struct Stats {
 
 pub(super) async fn answer(
     db: &MySqlPool,
-    outbox: Outbox,
+    outbox: &Outbox,
     stats: &Stats,
     gate: &Gate,
     voucher_id: u64,
@@ -96,7 +96,7 @@ pub(super) async fn answer(
 /// The course's transaction for one member of a refused group.
 async fn one_by_one(
     db: &MySqlPool,
-    outbox: Outbox,
+    outbox: &Outbox,
     gate: &Gate,
     voucher_id: u64,
     member: &Member,

@@ -95,7 +95,7 @@ impl From<sqlx::Error> for GroupError {
 /// the shelf (nothing to commit).
 pub(super) async fn prepare_group(
     db: &MySqlPool,
-    outbox: Outbox,
+    outbox: &Outbox,
     voucher_id: u64,
     group: &[Member],
 ) -> Result<Option<Prepared>, GroupError> {

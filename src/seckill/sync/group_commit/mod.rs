@@ -230,7 +230,7 @@ async fn commit_group(committer: &GroupCommitter, gate: &Gate, voucher_id: u64, 
         let prepared = tokio::select! {
             biased;
             () = any_lost(&group_taken) => None,
-            prepared = prepare_group(&committer.db, committer.outbox, voucher_id, &group_taken) => Some(prepared),
+            prepared = prepare_group(&committer.db, &committer.outbox, voucher_id, &group_taken) => Some(prepared),
         };
         let outcome = match prepared {
             None => Ok(GroupOutcome::LockLost),
@@ -238,7 +238,7 @@ async fn commit_group(committer: &GroupCommitter, gate: &Gate, voucher_id: u64, 
             Some(Ok(Some(prepared))) => prepared.commit(&group_taken).await,
             Some(Err(err)) => Err(err),
         };
-        match answer(&committer.db, committer.outbox, &committer.stats, gate, voucher_id, group_taken, outcome).await {
+        match answer(&committer.db, &committer.outbox, &committer.stats, gate, voucher_id, group_taken, outcome).await {
             Some(again) => group = again,
             None => return,
         }
