@@ -225,11 +225,25 @@ async fn all_published(app: &TestApp, within: Duration) {
     }
 }
 
+/// A client of the test's own: with the credentials and the CA a secured
+/// server asks for.
+async fn client_of(nats: &NatsServer) -> async_nats::Client {
+    if !nats.url().starts_with("tls://") {
+        return async_nats::connect(nats.url()).await.unwrap();
+    }
+    let secured = nats.secured();
+    async_nats::ConnectOptions::with_user_and_password(secured.user.clone(), secured.password.clone())
+        .add_root_certificates(secured.ca_file.clone())
+        .require_tls(true)
+        .connect(format!("127.0.0.1:{}", nats.port))
+        .await
+        .unwrap()
+}
+
 /// Every message of the stream, in stream order: (Nats-Msg-Id, subject,
 /// body).
 async fn stream_messages(nats: &NatsServer) -> Vec<(String, String, Value)> {
-    let client = async_nats::connect(nats.url()).await.unwrap();
-    let js = jetstream::new(client);
+    let js = jetstream::new(client_of(nats).await);
     let stream = js.get_stream("ORDERS").await.unwrap();
     let reader = stream
         .create_consumer(pull::Config { ack_policy: jetstream::consumer::AckPolicy::None, ..Default::default() })
@@ -326,6 +340,61 @@ async fn events_published_again_after_a_lost_mark_are_dropped_by_the_broker() {
     all_published(&app, Duration::from_secs(10)).await;
     let messages = stream_messages(&nats).await;
     assert_eq!(messages.len(), 20, "duplicates reached the stream");
+}
+
+/// A broker that asks for a password and speaks TLS only, as one across a
+/// network would: the relay, given `tls://user:password@...` and the CA
+/// in `NATS_CA_FILE`, publishes there.
+#[tokio::test]
+async fn events_reach_a_broker_that_asks_for_a_password_over_tls() {
+    let nats = NatsServer::start_secured();
+    let app = TestApp::spawn_on_with(OrderPath::Grouped, |c| {
+        c.events.order_events = OrderEvents::Nats;
+        c.events.nats_url = nats.url();
+        c.events.nats_ca_file = nats.secured().ca_file.display().to_string();
+    })
+    .await;
+    let voucher = app.open_seckill(5).await;
+    let users = app.seed_users(5).await;
+    let tokens: Vec<&str> = users.iter().map(|(_, t)| t.as_str()).collect();
+    app.order_all(voucher, &tokens).await;
+    all_published(&app, Duration::from_secs(10)).await;
+    let messages = stream_messages(&nats).await;
+    assert_eq!(messages.len(), 5, "{messages:?}");
+    assert!(messages.iter().all(|(_, subject, _)| subject == "orders.created"), "{messages:?}");
+}
+
+/// The same broker, reached with a wrong password, or with a CA that did
+/// not sign its certificate: the relay publishes nothing (the events wait
+/// in the outbox), while the orders go on.
+#[tokio::test]
+async fn a_relay_with_a_wrong_password_or_another_ca_publishes_nothing() {
+    let nats = NatsServer::start_secured();
+    let secured = nats.secured();
+    let wrong_password = nats.url().replace(&format!(":{}@", secured.password), ":not-the-password@");
+    let cases = [
+        ("a wrong password", wrong_password, secured.ca_file.clone()),
+        ("another CA", nats.url(), secured.other_ca_file.clone()),
+    ];
+    for (case, url, ca_file) in cases {
+        let app = TestApp::spawn_on_with(OrderPath::Grouped, |c| {
+            c.events.order_events = OrderEvents::Nats;
+            c.events.nats_url = url;
+            c.events.nats_ca_file = ca_file.display().to_string();
+        })
+        .await;
+        let voucher = app.open_seckill(3).await;
+        let users = app.seed_users(3).await;
+        let tokens: Vec<&str> = users.iter().map(|(_, t)| t.as_str()).collect();
+        let outcomes = app.order_all(voucher, &tokens).await;
+        assert_eq!(tally(&outcomes).get("OK"), Some(&3), "{case}: the sale goes on");
+        // Longer than a relay that got in takes to publish (the test above).
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        let waiting: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM tb_order_outbox").fetch_one(&app.db).await.unwrap();
+        assert_eq!(waiting, 3, "{case}: the events wait in the outbox");
+    }
+    let js = jetstream::new(client_of(&nats).await);
+    assert!(js.get_stream("ORDERS").await.is_err(), "no relay reached the broker to make its stream");
 }
 
 /// The relay reads on from where it left off, past the rows it took out:

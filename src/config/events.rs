@@ -32,8 +32,8 @@ pub struct EventSettings {
 
     /// The NATS server (JetStream enabled) the relay publishes to, with
     /// `ORDER_EVENTS=nats`; `nats://user:password@host:port` for a server
-    /// that asks for credentials, `tls://` for TLS. The stack's own runs on
-    /// 4223.
+    /// that asks for credentials (a `@`, `:` or `%` in them
+    /// percent-encoded), `tls://` for TLS. The stack's own runs on 4223.
     #[arg(long, env = "NATS_URL", default_value = DEFAULT_NATS_URL)]
     pub nats_url: String,
 
@@ -68,6 +68,9 @@ impl EventSettings {
         }
         if self.order_events == OrderEvents::Nats && self.nats_url.trim().is_empty() {
             anyhow::bail!("ORDER_EVENTS=nats needs NATS_URL");
+        }
+        if self.order_events == OrderEvents::Nats && url::Url::parse(&self.nats_url).is_err() {
+            anyhow::bail!("NATS_URL is not a URL (nats://host:port, or tls://user:password@host:port)");
         }
         Ok(())
     }

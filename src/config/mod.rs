@@ -187,6 +187,14 @@ mod tests {
     }
 
     #[test]
+    fn order_events_without_a_nats_url_that_parses_are_refused() {
+        assert!(parsed(&["--order-events=nats", "--nats-url=127.0.0.1:4222"]).validate().is_err());
+        assert!(parsed(&["--order-events=nats", "--nats-url= "]).validate().is_err());
+        assert!(parsed(&["--order-events=nats", "--nats-url=tls://relay:p%40ss@10.0.0.41:4222"]).validate().is_ok());
+        assert!(parsed(&["--order-events=off", "--nats-url=not a url"]).validate().is_ok(), "unused while off");
+    }
+
+    #[test]
     fn an_id_block_a_day_cannot_hold_is_refused() {
         // 86,400 blocks of 100,000 a day from one instance alone is more
         // than the 2^32 ids a day holds: orders answered 500 from mid-day.

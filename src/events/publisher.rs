@@ -56,7 +56,12 @@ impl Publisher {
     /// the outbox keeps what it cannot hand over) and reconnects within a
     /// second of the server's return.
     pub(super) async fn connect(settings: &EventSettings) -> anyhow::Result<Self> {
-        let mut options = async_nats::ConnectOptions::new()
+        let (server, credentials) = split_credentials(&settings.nats_url)?;
+        let mut options = match credentials {
+            Some((user, password)) => async_nats::ConnectOptions::with_user_and_password(user, password),
+            None => async_nats::ConnectOptions::new(),
+        };
+        options = options
             .name("hmdp-outbox-relay")
             .retry_on_initial_connect()
             .connection_timeout(Duration::from_secs(2))
@@ -64,7 +69,7 @@ impl Publisher {
         if let Some(ca) = settings.nats_ca_file() {
             options = options.add_root_certificates(ca.into()).require_tls(true);
         }
-        let client = options.connect(settings.nats_url.as_str()).await?;
+        let client = options.connect(server.as_str()).await?;
         let js = jetstream::ContextBuilder::new().timeout(ACK_TIMEOUT).build(client);
         Ok(Self { js })
     }
@@ -134,6 +139,22 @@ impl Publisher {
     }
 }
 
+/// The URL without its credentials, and the credentials (percent-decoded):
+/// async-nats sends a URL's user and password only when they are given
+/// apart, and a server that asks for them refuses the relay otherwise.
+fn split_credentials(nats_url: &str) -> anyhow::Result<(String, Option<(String, String)>)> {
+    let mut url = url::Url::parse(nats_url).map_err(|err| anyhow::anyhow!("NATS_URL is not a URL: {err}"))?;
+    if url.username().is_empty() {
+        return Ok((nats_url.to_owned(), None));
+    }
+    let decoded = |part: &str| percent_encoding::percent_decode_str(part).decode_utf8_lossy().into_owned();
+    let credentials = (decoded(url.username()), decoded(url.password().unwrap_or_default()));
+    // Cannot fail for a URL with a host, which one with a user has.
+    let _ = url.set_username("");
+    let _ = url.set_password(None);
+    Ok((url.to_string(), Some(credentials)))
+}
+
 /// What the broker said of a batch.
 pub(super) struct Published {
     /// The `seq` of the events it acknowledged.
@@ -142,4 +163,18 @@ pub(super) struct Published {
     /// before by a relay that did not live to take them out.
     pub(super) duplicates: u64,
     pub(super) failure: Option<anyhow::Error>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::split_credentials;
+
+    #[test]
+    fn a_urls_credentials_are_taken_out_and_decoded() {
+        let (server, credentials) = split_credentials("tls://relay:p%40ss%3Aword@nats.internal:4222").unwrap();
+        assert_eq!(server, "tls://nats.internal:4222");
+        assert_eq!(credentials, Some(("relay".into(), "p@ss:word".into())));
+        let (server, credentials) = split_credentials("nats://127.0.0.1:4223").unwrap();
+        assert_eq!((server.as_str(), credentials), ("nats://127.0.0.1:4223", None));
+    }
 }

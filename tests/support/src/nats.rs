@@ -1,6 +1,8 @@
 //! A NATS server with JetStream of a test's own: its own port and store,
 //! stopped (and its store deleted) when dropped, restartable on the same
-//! port and store to play a broker that went away and came back.
+//! port and store to play a broker that went away and came back; or one
+//! that asks for a password and speaks TLS only, with a certificate of a
+//! CA of the test's own (made with `openssl`).
 
 use std::{
     net::TcpListener,
@@ -13,6 +15,18 @@ pub struct NatsServer {
     pub port: u16,
     store: PathBuf,
     child: Option<Child>,
+    secured: Option<Secured>,
+}
+
+/// What a secured server asks for, and where its CA is.
+pub struct Secured {
+    pub user: String,
+    pub password: String,
+    /// The CA that signed the server's certificate (PEM).
+    pub ca_file: PathBuf,
+    /// Another CA, which signed nothing the server holds (PEM).
+    pub other_ca_file: PathBuf,
+    dir: PathBuf,
 }
 
 /// Debian's server is in /usr/sbin, which a user's PATH may lack.
@@ -28,16 +42,44 @@ fn binary() -> String {
 
 impl NatsServer {
     pub fn start() -> Self {
+        Self::started(None)
+    }
+
+    /// A server that lets in only `user` with its password, over TLS.
+    pub fn start_secured() -> Self {
+        let tag = uuid::Uuid::new_v4().simple().to_string();
+        let dir = std::env::temp_dir().join(format!("hmdp-test-nats-tls-{}", &tag[..12]));
+        std::fs::create_dir_all(&dir).unwrap();
+        make_certificates(&dir);
+        Self::started(Some(Secured {
+            user: "hmdp-relay".into(),
+            password: tag[12..].into(),
+            ca_file: dir.join("ca.pem"),
+            other_ca_file: dir.join("other-ca.pem"),
+            dir,
+        }))
+    }
+
+    fn started(secured: Option<Secured>) -> Self {
         let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
         let tag = uuid::Uuid::new_v4().simple().to_string();
         let store = std::env::temp_dir().join(format!("hmdp-test-nats-{}", &tag[..12]));
-        let mut server = Self { port, store, child: None };
+        let mut server = Self { port, store, child: None, secured };
         server.restart();
         server
     }
 
+    /// The server's URL; a secured one's names the scheme `tls` and carries
+    /// the credentials, as `NATS_URL` would.
     pub fn url(&self) -> String {
-        format!("nats://127.0.0.1:{}", self.port)
+        match &self.secured {
+            None => format!("nats://127.0.0.1:{}", self.port),
+            Some(s) => format!("tls://{}:{}@127.0.0.1:{}", s.user, s.password, self.port),
+        }
+    }
+
+    pub fn secured(&self) -> &Secured {
+        self.secured.as_ref().expect("a server started with start_secured")
     }
 
     /// Kills the server (SIGKILL: a broker that dies, not one that stops).
@@ -57,9 +99,13 @@ impl NatsServer {
     /// Starts it (again) on its port and store, and waits until it listens.
     pub fn restart(&mut self) {
         self.kill();
-        let child = Command::new(binary())
-            .args(["-js", "-a", "127.0.0.1", "-p", &self.port.to_string(), "-sd"])
-            .arg(&self.store)
+        let mut command = Command::new(binary());
+        command.args(["-js", "-a", "127.0.0.1", "-p", &self.port.to_string(), "-sd"]).arg(&self.store);
+        if let Some(s) = &self.secured {
+            command.args(["--user", &s.user, "--pass", &s.password, "--tls", "--tlscert"]);
+            command.arg(s.dir.join("server.pem")).arg("--tlskey").arg(s.dir.join("server.key"));
+        }
+        let child = command
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -77,5 +123,47 @@ impl Drop for NatsServer {
     fn drop(&mut self) {
         self.kill();
         let _ = std::fs::remove_dir_all(&self.store);
+        if let Some(s) = &self.secured {
+            let _ = std::fs::remove_dir_all(&s.dir);
+        }
     }
+}
+
+/// Two CAs, and a certificate for 127.0.0.1 the first signed: what rustls
+/// asks of a server's (a leaf that is no CA, its address in the SAN).
+fn make_certificates(dir: &std::path::Path) {
+    let openssl = |args: &[&str]| {
+        let out = Command::new("openssl").current_dir(dir).args(args).output().expect("openssl runs");
+        assert!(out.status.success(), "openssl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    };
+    let ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes"];
+    for ca in ["ca", "other-ca"] {
+        let (key, pem, subject) = (format!("{ca}.key"), format!("{ca}.pem"), format!("/CN=hmdp test {ca}"));
+        openssl(
+            &[&["req", "-x509"][..], &ec, &["-days", "2", "-subj", &subject, "-keyout", &key, "-out", &pem]].concat(),
+        );
+    }
+    std::fs::write(
+        dir.join("server.ext"),
+        "basicConstraints=CA:FALSE\nkeyUsage=digitalSignature\nextendedKeyUsage=serverAuth\nsubjectAltName=IP:127.0.0.1\n",
+    )
+    .unwrap();
+    openssl(&[&["req"][..], &ec, &["-subj", "/CN=127.0.0.1", "-keyout", "server.key", "-out", "server.csr"]].concat());
+    openssl(&[
+        "x509",
+        "-req",
+        "-in",
+        "server.csr",
+        "-CA",
+        "ca.pem",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-days",
+        "2",
+        "-extfile",
+        "server.ext",
+        "-out",
+        "server.pem",
+    ]);
 }
