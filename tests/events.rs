@@ -228,10 +228,9 @@ async fn all_published(app: &TestApp, within: Duration) {
 /// A client of the test's own: with the credentials and the CA a secured
 /// server asks for.
 async fn client_of(nats: &NatsServer) -> async_nats::Client {
-    if !nats.url().starts_with("tls://") {
+    let Some(secured) = nats.secured() else {
         return async_nats::connect(nats.url()).await.unwrap();
-    }
-    let secured = nats.secured();
+    };
     async_nats::ConnectOptions::with_user_and_password(secured.user.clone(), secured.password.clone())
         .add_root_certificates(secured.ca_file.clone())
         .require_tls(true)
@@ -351,7 +350,7 @@ async fn events_reach_a_broker_that_asks_for_a_password_over_tls() {
     let app = TestApp::spawn_on_with(OrderPath::Grouped, |c| {
         c.events.order_events = OrderEvents::Nats;
         c.events.nats_url = nats.url();
-        c.events.nats_ca_file = nats.secured().ca_file.display().to_string();
+        c.events.nats_ca_file = nats.secured().unwrap().ca_file.display().to_string();
     })
     .await;
     let voucher = app.open_seckill(5).await;
@@ -370,7 +369,7 @@ async fn events_reach_a_broker_that_asks_for_a_password_over_tls() {
 #[tokio::test]
 async fn a_relay_with_a_wrong_password_or_another_ca_publishes_nothing() {
     let nats = NatsServer::start_secured();
-    let secured = nats.secured();
+    let secured = nats.secured().unwrap();
     let wrong_password = nats.url().replace(&format!(":{}@", secured.password), ":not-the-password@");
     let cases = [
         ("a wrong password", wrong_password, secured.ca_file.clone()),

@@ -78,8 +78,10 @@ impl NatsServer {
         }
     }
 
-    pub fn secured(&self) -> &Secured {
-        self.secured.as_ref().expect("a server started with start_secured")
+    /// What a server started with `start_secured` asks for; `None` for
+    /// one that asks for nothing.
+    pub fn secured(&self) -> Option<&Secured> {
+        self.secured.as_ref()
     }
 
     /// Kills the server (SIGKILL: a broker that dies, not one that stops).
