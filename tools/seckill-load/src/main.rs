@@ -32,6 +32,7 @@ mod guarded;
 mod history;
 mod report;
 mod sale;
+mod settle;
 mod users;
 mod voucher;
 
@@ -318,10 +319,10 @@ async fn settle(
     db.close().await;
     let db = connect_database(args.db.as_str(), 4).await?;
     let expected = before.orders + (successes + unreplicated) as i64;
-    let rows_landed = wait_for_rows(&db, plan.voucher, expected, drain_timeout).await?;
+    let rows_landed = settle::rows(&db, &[(plan.voucher, expected)], drain_timeout).await?;
     let mut redis = connect_redis(&args.redis).await?;
     let keys = Keys::new(&args.redis.key_prefix);
-    let mut reconciliation = wait_for_drain(&db, &mut redis, &keys, plan.voucher, drain_timeout).await?;
+    let mut reconciliation = settle::drain(&db, &mut redis, &keys, plan.voucher, drain_timeout).await?;
     let after_sale = match (args.pay_percent, args.pay_timeout_s) {
         (Some(percent), Some(timeout)) => {
             let scenario = aftersale::Scenario { pay_percent: percent, pay_timeout: Duration::from_secs(timeout) };
@@ -329,7 +330,7 @@ async fn settle(
             // The audit weighs live orders: the cancelled ones left, the
             // second wave's came.
             successes = successes + report.second_wave_successes - report.returned;
-            reconciliation = wait_for_drain(&db, &mut redis, &keys, plan.voucher, drain_timeout).await?;
+            reconciliation = settle::drain(&db, &mut redis, &keys, plan.voucher, drain_timeout).await?;
             Some(report)
         }
         _ => None,
@@ -526,69 +527,6 @@ fn verdict(args: &Args, run: &Run<'_>, settled: &Settled) -> anyhow::Result<()> 
     Ok(())
 }
 
-/// When the voucher's order count reached `expected` (polled), or `None`
-/// after the timeout.
-async fn wait_for_rows(
-    db: &sqlx::MySqlPool,
-    voucher: u64,
-    expected: i64,
-    timeout: Duration,
-) -> anyhow::Result<Option<Instant>> {
-    let deadline = Instant::now() + timeout;
-    loop {
-        let orders = sqlx::query_scalar::<_, i64>("SELECT COUNT(*) FROM tb_voucher_order WHERE voucher_id = ?")
-            .bind(voucher)
-            .fetch_one(db)
-            .await;
-        match orders {
-            Ok(orders) if orders >= expected => return Ok(Some(Instant::now())),
-            Ok(_) => {}
-            Err(err) => retry_until(deadline, "polling the orders", err)?,
-        }
-        if Instant::now() >= deadline {
-            return Ok(None);
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-}
-
-/// For a voucher sold in the asynchronous mode (its keys are in Redis):
-/// waits until its stream is drained and compares Redis with MariaDB.
-async fn wait_for_drain(
-    db: &sqlx::MySqlPool,
-    redis: &mut hmdp_redis::Redis,
-    keys: &Keys,
-    voucher: u64,
-    timeout: Duration,
-) -> anyhow::Result<Option<hmdp::seckill::Reconciliation>> {
-    let deadline = Instant::now() + timeout;
-    loop {
-        match hmdp::seckill::reconcile(db, redis, keys, voucher).await {
-            Ok(report) if report.redis_stock.is_none() => return Ok(None),
-            Ok(report) if report.drained() || Instant::now() >= deadline => return Ok(Some(report)),
-            Ok(_) => {}
-            Err(err) => retry_until(deadline, "reading the drain", err)?,
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
-/// A poll that failed is tried again until its deadline: a fault run kills
-/// every connection to the database, this tool's idle ones included, and a
-/// poll is safe to repeat.
-fn retry_until(deadline: Instant, what: &str, err: impl Into<anyhow::Error>) -> anyhow::Result<()> {
-    let err = err.into();
-    if Instant::now() >= deadline {
-        return Err(err);
-    }
-    eprintln!("{what} failed, retrying: {err:#}");
-    Ok(())
-}
-
-/// The outcome, and the order id a success (or a duplicate) names.
-/// The outcome, the order id when the answer names one, and for an
-/// unexpected answer what it was, by status (`HTTP 500 INTERNAL`,
-/// `HTTP 502 not an envelope`, `no answer: timeout`).
 /// The sum of the stock changes written to `path` (absent: none).
 pub(crate) fn read_stock_deltas(path: &std::path::Path) -> anyhow::Result<i64> {
     let text = match std::fs::read_to_string(path) {
