@@ -43,12 +43,20 @@ pub(in crate::seckill) async fn insert_orders<'e>(
     voucher_id: u64,
     orders: &[NewOrder],
 ) -> sqlx::Result<u64> {
-    if orders.is_empty() {
+    insert_orders_of(db, orders.iter().map(|order| (voucher_id, order))).await
+}
+
+/// `insert_orders` of several vouchers at once: (voucher, order) each.
+pub(in crate::seckill) async fn insert_orders_of<'e, 'o>(
+    db: impl MySqlExecutor<'e>,
+    orders: impl ExactSizeIterator<Item = (u64, &'o NewOrder)>,
+) -> sqlx::Result<u64> {
+    if orders.len() == 0 {
         return Ok(0);
     }
     let mut insert: QueryBuilder<MySql> =
         QueryBuilder::new("INSERT INTO tb_voucher_order (id, user_id, voucher_id, create_time) ");
-    insert.push_values(orders, |mut row, order| {
+    insert.push_values(orders, |mut row, (voucher_id, order)| {
         row.push_bind(order.id).push_bind(order.user_id).push_bind(voucher_id);
         match order.create_time {
             Some(at) => row.push_bind(at),
@@ -56,6 +64,28 @@ pub(in crate::seckill) async fn insert_orders<'e>(
         };
     });
     Ok(insert.build().execute(db).await?.rows_affected())
+}
+
+/// The live orders these users hold, whatever the voucher: (user id,
+/// voucher id) -> order id. For a group commit of several vouchers: on
+/// the unique index's first column (a user holds a handful of orders,
+/// even after years of sales), where a list of users times a list of
+/// vouchers could outgrow the range optimizer's memory and scan the table.
+pub(in crate::seckill) async fn held_orders_of_users<'e>(
+    db: impl MySqlExecutor<'e>,
+    user_ids: &[u64],
+) -> sqlx::Result<HashMap<(u64, u64), i64>> {
+    if user_ids.is_empty() {
+        return Ok(HashMap::new());
+    }
+    let mut holders: QueryBuilder<MySql> = QueryBuilder::new(
+        "SELECT user_id, live_voucher, id FROM tb_voucher_order WHERE live_voucher IS NOT NULL AND user_id IN ",
+    );
+    holders.push_tuples(user_ids, |mut row, user_id| {
+        row.push_bind(*user_id);
+    });
+    let rows = holders.build_query_as::<(u64, u64, i64)>().fetch_all(db).await?;
+    Ok(rows.into_iter().map(|(user, voucher, id)| ((user, voucher), id)).collect())
 }
 
 /// The live orders (not cancelled, not refunded) these users hold for the

@@ -1,8 +1,10 @@
 //! `tb_seckill_voucher`: a sale's row, its stock taken, set and given
 //! back under the row lock.
 
+use std::collections::{HashMap, HashSet};
+
 use chrono::NaiveDateTime;
-use sqlx::MySqlExecutor;
+use sqlx::{MySql, MySqlExecutor, QueryBuilder};
 
 /// A seckill voucher's row: the stock MariaDB has and the sale window
 /// (UTC), and whether its voucher is on the shelf.
@@ -92,6 +94,67 @@ pub(in crate::seckill) async fn on_shelf<'e>(db: impl MySqlExecutor<'e>, voucher
             .fetch_optional(db)
             .await?;
     Ok(status == Some(ON_SHELF))
+}
+
+/// `on_shelf` for the vouchers of one group commit, in one statement: the
+/// ids on the shelf. The shared locks are taken in the ids' order, as the
+/// stock rows' locks after them: two such transactions wait for each
+/// other, never in a circle.
+pub(in crate::seckill) async fn on_shelf_of<'e>(
+    db: impl MySqlExecutor<'e>,
+    voucher_ids: &[u64],
+) -> sqlx::Result<HashSet<u64>> {
+    let mut select: QueryBuilder<MySql> =
+        QueryBuilder::new("SELECT id, CAST(status AS SIGNED) FROM tb_voucher WHERE id IN ");
+    select.push_tuples(voucher_ids, |mut row, id| {
+        row.push_bind(*id);
+    });
+    select.push(" ORDER BY id LOCK IN SHARE MODE");
+    let rows = select.build_query_as::<(u64, i64)>().fetch_all(db).await?;
+    Ok(rows.into_iter().filter(|(_, status)| *status == ON_SHELF).map(|(id, _)| id).collect())
+}
+
+/// `lock_stock` for the vouchers of one group commit, in one statement
+/// and in the ids' order: voucher id -> stock, for the seckill ones.
+pub(in crate::seckill) async fn lock_stocks<'e>(
+    db: impl MySqlExecutor<'e>,
+    voucher_ids: &[u64],
+) -> sqlx::Result<HashMap<u64, i32>> {
+    let mut select: QueryBuilder<MySql> =
+        QueryBuilder::new("SELECT voucher_id, stock FROM tb_seckill_voucher WHERE voucher_id IN ");
+    select.push_tuples(voucher_ids, |mut row, id| {
+        row.push_bind(*id);
+    });
+    select.push(" ORDER BY voucher_id FOR UPDATE");
+    Ok(select.build_query_as::<(u64, i32)>().fetch_all(db).await?.into_iter().collect())
+}
+
+/// `take_stock` for several vouchers in one statement: (voucher, units)
+/// each, every row guarded by its own units. `false` when some row had
+/// fewer left than asked (the caller holds their locks and rolls back).
+pub(in crate::seckill) async fn take_stocks<'e>(
+    db: impl MySqlExecutor<'e>,
+    takes: &[(u64, u64)],
+) -> sqlx::Result<bool> {
+    if takes.is_empty() {
+        return Ok(true);
+    }
+    let units = |update: &mut QueryBuilder<'_, MySql>| {
+        update.push("CASE voucher_id");
+        for (voucher_id, units) in takes {
+            update.push(" WHEN ").push_bind(*voucher_id).push(" THEN ").push_bind(*units);
+        }
+        update.push(" END");
+    };
+    let mut update: QueryBuilder<MySql> = QueryBuilder::new("UPDATE tb_seckill_voucher SET stock = stock - ");
+    units(&mut update);
+    update.push(" WHERE voucher_id IN ");
+    update.push_tuples(takes, |mut row, (voucher_id, _)| {
+        row.push_bind(*voucher_id);
+    });
+    update.push(" AND stock >= ");
+    units(&mut update);
+    Ok(update.build().execute(db).await?.rows_affected() == takes.len() as u64)
 }
 
 /// Takes the voucher's row lock and reads its stock: every check made

@@ -106,9 +106,11 @@ async fn audit(db: &MySqlPool, voucher: u64, initial: u64, successes: &[u64]) ->
         .fetch_one(db)
         .await?;
     // Live orders: a cancelled or refunded one gave its unit back.
-    let rows: Vec<u64> = sqlx::query_scalar("SELECT user_id FROM tb_voucher_order WHERE live_voucher = ?")
-        .bind(voucher)
-        .fetch_all(db)
-        .await?;
+    let rows: Vec<u64> =
+        sqlx::query_scalar("SELECT user_id FROM tb_voucher_order WHERE voucher_id = ? AND live_voucher = ?")
+            .bind(voucher)
+            .bind(voucher)
+            .fetch_all(db)
+            .await?;
     Ok(Audit::of(initial as i64, stock_left, &rows, successes))
 }

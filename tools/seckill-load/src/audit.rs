@@ -32,10 +32,12 @@ impl Snapshot {
             .await?
             .ok_or_else(|| anyhow::anyhow!("voucher {voucher} is not a seckill voucher"))?;
         // Live orders: a cancelled or refunded one gave its unit back.
-        let orders: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM tb_voucher_order WHERE live_voucher = ?")
-            .bind(voucher)
-            .fetch_one(db)
-            .await?;
+        let orders: i64 =
+            sqlx::query_scalar("SELECT COUNT(*) FROM tb_voucher_order WHERE voucher_id = ? AND live_voucher = ?")
+                .bind(voucher)
+                .bind(voucher)
+                .fetch_one(db)
+                .await?;
         Ok(Self { stock: stock.into(), orders })
     }
 }
@@ -115,8 +117,9 @@ impl Audit {
         stock_added: i64,
     ) -> anyhow::Result<Self> {
         let duplicate_pairs: i64 = sqlx::query_scalar(
-            "SELECT COUNT(*) FROM (SELECT user_id FROM tb_voucher_order WHERE live_voucher = ? GROUP BY user_id HAVING COUNT(*) > 1) d",
+            "SELECT COUNT(*) FROM (SELECT user_id FROM tb_voucher_order WHERE voucher_id = ? AND live_voucher = ? GROUP BY user_id HAVING COUNT(*) > 1) d",
         )
+        .bind(voucher)
         .bind(voucher)
         .fetch_one(db)
         .await?;

@@ -310,12 +310,15 @@ fn asked(entries: &[Entry], which: impl Fn(&Entry) -> bool) -> Vec<fate::Asked> 
 
 /// User id -> the live order that user holds for the voucher.
 async fn live_rows(db: &MySqlPool, voucher: u64) -> anyhow::Result<HashMap<u64, i64>> {
-    Ok(sqlx::query_as::<_, (u64, i64)>("SELECT user_id, id FROM tb_voucher_order WHERE live_voucher = ?")
-        .bind(voucher)
-        .fetch_all(db)
-        .await?
-        .into_iter()
-        .collect())
+    Ok(sqlx::query_as::<_, (u64, i64)>(
+        "SELECT user_id, id FROM tb_voucher_order WHERE voucher_id = ? AND live_voucher = ?",
+    )
+    .bind(voucher)
+    .bind(voucher)
+    .fetch_all(db)
+    .await?
+    .into_iter()
+    .collect())
 }
 
 #[cfg(test)]

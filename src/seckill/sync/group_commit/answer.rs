@@ -9,21 +9,15 @@ use std::{
 
 use sqlx::MySqlPool;
 
-use super::group::{GroupError, GroupOutcome, Member};
+use super::group::{Decided, GroupError, GroupOutcome, Member};
 use crate::{
     events::Outbox,
     seckill::{
         error::{SeckillError, SeckillResult},
-        sync::{
-            admission::Gate,
-            transaction::{commit_reservation, reserve, settle_lost_commit},
-        },
+        sync::transaction::{commit_reservation, reserve, settle_lost_commit},
     },
 };
 
-/// Every member of the group answered by its outcome; `Some(group)` when
-/// a lock went before the commit: nothing was committed, and the group is
-/// tried again without the orders that lost it.
 /// What the group commits did, counted as their members are answered.
 #[derive(Debug, Default)]
 pub(super) struct Stats {
@@ -33,37 +27,24 @@ pub(super) struct Stats {
     pub(super) retried_one_by_one: AtomicU64,
 }
 
+/// Every member of the group answered by its outcome; `Some(group)` when
+/// a lock went before the commit: nothing was committed, and the group is
+/// tried again without the orders that lost it.
 pub(super) async fn answer(
     db: &MySqlPool,
     outbox: &Outbox,
     stats: &Stats,
-    gate: &Gate,
-    voucher_id: u64,
     group: Vec<Member>,
     outcome: Result<GroupOutcome, GroupError>,
 ) -> Option<Vec<Member>> {
     match outcome {
-        Ok(GroupOutcome::Committed { winners, duplicates, spent, stock_left }) => {
-            if stock_left == 0 {
-                gate.mark_sold_out();
-            }
-            stats.groups.fetch_add(1, Relaxed);
-            stats.committed.fetch_add(winners.len() as u64, Relaxed);
-            for (i, member) in group.into_iter().enumerate() {
-                let _ = member.reply.send(if spent.contains(&i) {
-                    Err(SeckillError::PathUsed)
-                } else {
-                    committed_answer(i, &winners, &duplicates)
-                });
-            }
-        }
-        Ok(GroupOutcome::OffShelf) => answer_all(group, || SeckillError::OffShelf),
+        Ok(GroupOutcome::Committed(decided)) => answer_committed(stats, group, *decided),
         Ok(GroupOutcome::LockLost) => return Some(group),
         Err(GroupError::Refused(err)) => {
-            tracing::warn!(voucher_id, size = group.len(), error = %err, "group insert refused; one order per transaction");
+            tracing::warn!(size = group.len(), error = %err, "group insert refused; one order per transaction");
             stats.retried_one_by_one.fetch_add(1, Relaxed);
             for member in group {
-                let answer = one_by_one(db, outbox, gate, voucher_id, &member).await;
+                let answer = one_by_one(db, outbox, &member).await;
                 let _ = member.reply.send(answer);
             }
         }
@@ -80,7 +61,7 @@ pub(super) async fn answer(
         Err(GroupError::Other(err)) => {
             let err = SeckillError::from(err);
             let unavailable = err.is_unavailable();
-            tracing::warn!(voucher_id, error = %err, "group commit failed");
+            tracing::warn!(size = group.len(), error = %err, "group commit failed");
             answer_all(group, || {
                 if unavailable {
                     SeckillError::unavailable("the group's transaction failed")
@@ -93,16 +74,31 @@ pub(super) async fn answer(
     None
 }
 
+/// A committed group: each voucher left with no stock is sold out on its
+/// gate, and each member told what the transaction decided for it.
+fn answer_committed(stats: &Stats, group: Vec<Member>, decided: Decided) {
+    for member in &group {
+        if decided.stock_left.get(&member.voucher_id) == Some(&0) {
+            member.gate.mark_sold_out();
+        }
+    }
+    stats.groups.fetch_add(1, Relaxed);
+    stats.committed.fetch_add(decided.winners.len() as u64, Relaxed);
+    for (i, member) in group.into_iter().enumerate() {
+        let _ = member.reply.send(if decided.off_shelf.contains(&i) {
+            Err(SeckillError::OffShelf)
+        } else if decided.spent.contains(&i) {
+            Err(SeckillError::PathUsed)
+        } else {
+            committed_answer(i, &decided.winners, &decided.duplicates)
+        });
+    }
+}
+
 /// The course's transaction for one member of a refused group.
-async fn one_by_one(
-    db: &MySqlPool,
-    outbox: &Outbox,
-    gate: &Gate,
-    voucher_id: u64,
-    member: &Member,
-) -> SeckillResult<()> {
-    let reservation = reserve(db, outbox, member.user_id, voucher_id, member.order_id, member.spend).await;
-    commit_reservation(db, gate, member.order_id, &member.lost, reservation).await
+async fn one_by_one(db: &MySqlPool, outbox: &Outbox, member: &Member) -> SeckillResult<()> {
+    let reservation = reserve(db, outbox, member.user_id, member.voucher_id, member.order_id, member.spend).await;
+    commit_reservation(db, &member.gate, member.order_id, &member.lost, reservation).await
 }
 
 pub(super) fn answer_all(group: Vec<Member>, err: impl Fn() -> SeckillError) {

@@ -2,7 +2,10 @@
 //! the last look at the locks before it (what each member is then told is
 //! `answer.rs`).
 
-use std::collections::{HashMap, HashSet};
+use std::{
+    collections::{HashMap, HashSet},
+    sync::Arc,
+};
 
 use sqlx::{MySql, MySqlPool, Transaction};
 
@@ -15,11 +18,15 @@ use crate::{
         error::SeckillResult,
         model::PathUse,
         store::{self, NewOrder},
+        sync::admission::Gate,
     },
 };
 
 /// One order waiting for its group.
 pub(super) struct Member {
+    pub(super) voucher_id: u64,
+    /// The voucher's gate: what the group learns of its stock goes there.
+    pub(super) gate: Arc<Gate>,
     pub(super) user_id: u64,
     pub(super) order_id: i64,
     /// The sale path the order spends (guarded vouchers).
@@ -29,46 +36,43 @@ pub(super) struct Member {
     pub(super) reply: oneshot::Sender<SeckillResult<()>>,
 }
 
+/// What the group's transaction decided, by index into the group.
+pub(super) struct Decided {
+    /// Committed.
+    pub(super) winners: HashSet<usize>,
+    /// Refused as duplicates, with the id of the order the user holds.
+    pub(super) duplicates: HashMap<usize, Option<i64>>,
+    /// Came with a sale path that placed an order before.
+    pub(super) spent: HashSet<usize>,
+    /// Their voucher was off the shelf.
+    pub(super) off_shelf: HashSet<usize>,
+    /// Each voucher's stock after the commit. The rest were sold out.
+    pub(super) stock_left: HashMap<u64, i64>,
+}
+
 pub(super) enum GroupOutcome {
-    /// Indexes into the group: committed, and refused as duplicates; the
-    /// rest were sold out.
-    /// Duplicates carry the id of the order the user holds.
-    Committed {
-        winners: HashSet<usize>,
-        duplicates: HashMap<usize, Option<i64>>,
-        /// Came with a sale path that placed an order before.
-        spent: HashSet<usize>,
-        stock_left: i64,
-    },
+    Committed(Box<Decided>),
     LockLost,
-    OffShelf,
 }
 
 /// The statements ran; the transaction waits for its commit.
 pub(super) struct Prepared {
     tx: Transaction<'static, MySql>,
-    winners: Vec<usize>,
-    duplicates: HashMap<usize, Option<i64>>,
-    spent: HashSet<usize>,
-    stock_left: i64,
+    decided: Decided,
 }
 
 impl Prepared {
     /// The last look before the commit: no order commits without its lock.
     pub(super) async fn commit(self, group: &[Member]) -> Result<GroupOutcome, GroupError> {
-        if self.winners.iter().any(|&i| group[i].lost.is_cancelled()) {
+        let winners = &self.decided.winners;
+        if winners.iter().any(|&i| group[i].lost.is_cancelled()) {
             return Ok(GroupOutcome::LockLost);
         }
         if let Err(err) = self.tx.commit().await {
-            let order_ids: Vec<i64> = self.winners.iter().map(|&i| group[i].order_id).collect();
+            let order_ids: Vec<i64> = winners.iter().map(|&i| group[i].order_id).collect();
             return Err(GroupError::CommitFailed(order_ids, err));
         }
-        Ok(GroupOutcome::Committed {
-            winners: self.winners.into_iter().collect(),
-            duplicates: self.duplicates,
-            spent: self.spent,
-            stock_left: self.stock_left,
-        })
+        Ok(GroupOutcome::Committed(Box::new(self.decided)))
     }
 }
 
@@ -91,62 +95,129 @@ impl From<sqlx::Error> for GroupError {
     }
 }
 
-/// The group's statements, up to its commit; `None` when the voucher is off
-/// the shelf (nothing to commit).
-pub(super) async fn prepare_group(
-    db: &MySqlPool,
-    outbox: &Outbox,
-    voucher_id: u64,
-    group: &[Member],
-) -> Result<Option<Prepared>, GroupError> {
-    let mut tx = db.begin().await?;
-    if !store::on_shelf(&mut *tx, voucher_id).await? {
-        return Ok(None);
-    }
-    // The row lock next: every check below holds until the commit.
-    let stock = store::lock_stock(&mut *tx, voucher_id).await?.ok_or(sqlx::Error::RowNotFound)?;
-    let users: Vec<u64> = group.iter().map(|m| m.user_id).collect();
-    let holding = store::held_orders(&mut *tx, voucher_id, &users).await?;
-    let paths: Vec<u64> = group.iter().filter_map(|m| m.spend.map(|p| p.id)).collect();
-    let spent = store::spent_paths(&mut *tx, &paths).await?;
-    let spent: HashSet<usize> = group
-        .iter()
-        .enumerate()
-        .filter(|(_, m)| m.spend.is_some_and(|p| spent.contains(&p.id)))
-        .map(|(i, _)| i)
-        .collect();
+/// What the group's statements read under the rows' locks.
+struct Read {
+    /// Vouchers on the shelf, with their stock.
+    stocks: HashMap<u64, i32>,
+    /// (user, voucher) -> the live order the user holds.
+    holding: HashMap<(u64, u64), i64>,
+    /// Members whose sale path was spent before.
+    spent: HashSet<usize>,
+}
 
-    let Choice { winners, duplicates } = choose(&users, &holding, &spent, stock);
-    let take = winners.len();
-    if !winners.is_empty() {
-        if !store::take_stock(&mut *tx, voucher_id, take as u64).await? {
-            return Err(GroupError::Other(sqlx::Error::Protocol(format!(
-                "the locked stock row refused {take} of its {stock} units"
-            ))));
-        }
-        let orders: Vec<NewOrder> = winners
-            .iter()
-            .map(|&i| NewOrder { id: group[i].order_id, user_id: group[i].user_id, create_time: None })
-            .collect();
-        let paths: Vec<PathUse> = winners.iter().filter_map(|&i| group[i].spend).collect();
-        // A path spent by a transaction that slipped past its user's lock
-        // refuses the group, retried one order per transaction.
-        let inserted = match store::insert_orders(&mut *tx, voucher_id, &orders).await {
-            Ok(_) => store::spend_paths(&mut *tx, &paths).await,
-            Err(err) => Err(err),
+/// The group's statements, up to its commit. A group holds the orders of
+/// one voucher or of several (vouchers opening together share their
+/// commits): every statement covers all of them at once, so fifty hot rows
+/// cost one transaction, not fifty.
+pub(super) async fn prepare_group(db: &MySqlPool, outbox: &Outbox, group: &[Member]) -> Result<Prepared, GroupError> {
+    let mut vouchers: Vec<u64> = group.iter().map(|m| m.voucher_id).collect();
+    vouchers.sort_unstable();
+    vouchers.dedup();
+    let mut tx = db.begin().await?;
+    let read = read_locked(&mut tx, &vouchers, group).await?;
+    let mut decided = Decided {
+        winners: HashSet::new(),
+        duplicates: HashMap::new(),
+        spent: read.spent,
+        off_shelf: HashSet::new(),
+        stock_left: HashMap::new(),
+    };
+    // (voucher, its winners in arrival order)
+    let mut taken: Vec<(u64, Vec<usize>)> = Vec::new();
+    for &voucher in &vouchers {
+        let members: Vec<usize> = (0..group.len()).filter(|&i| group[i].voucher_id == voucher).collect();
+        let Some(&stock) = read.stocks.get(&voucher) else {
+            decided.off_shelf.extend(members);
+            continue;
         };
-        let inserted = match inserted {
-            Ok(()) => outbox.created(&mut tx, voucher_id, &NewOrder::keys(&orders)).await,
-            Err(err) => Err(err),
-        };
-        if let Err(err) = inserted {
-            return Err(match err {
-                sqlx::Error::Database(_) => GroupError::Refused(err),
-                other => GroupError::Other(other),
-            });
+        let users: Vec<u64> = members.iter().map(|&i| group[i].user_id).collect();
+        let holding: HashMap<u64, i64> =
+            users.iter().filter_map(|&u| read.holding.get(&(u, voucher)).map(|&held| (u, held))).collect();
+        let spent: HashSet<usize> = (0..members.len()).filter(|&j| decided.spent.contains(&members[j])).collect();
+        let choice = choose(&users, &holding, &spent, stock);
+        decided.duplicates.extend(choice.duplicates.into_iter().map(|(j, held)| (members[j], held)));
+        decided.stock_left.insert(voucher, i64::from(stock) - choice.winners.len() as i64);
+        if !choice.winners.is_empty() {
+            taken.push((voucher, choice.winners.iter().map(|&j| members[j]).collect()));
         }
     }
-    Ok(Some(Prepared { tx, winners, duplicates, spent, stock_left: i64::from(stock) - take as i64 }))
+    write_winners(&mut tx, outbox, group, &taken).await?;
+    decided.winners = taken.into_iter().flat_map(|(_, winners)| winners).collect();
+    Ok(Prepared { tx, decided })
+}
+
+/// The shelf (shared locks), the stock rows (their locks), then, holding
+/// both until the commit, the live orders the members' users hold and
+/// the sale paths spent. One voucher, the usual sale, reads its holders on
+/// the unique index alone.
+async fn read_locked(
+    tx: &mut Transaction<'static, MySql>,
+    vouchers: &[u64],
+    group: &[Member],
+) -> Result<Read, GroupError> {
+    let shelved = store::on_shelf_of(&mut **tx, vouchers).await?;
+    let shelved: Vec<u64> = vouchers.iter().copied().filter(|v| shelved.contains(v)).collect();
+    if shelved.is_empty() {
+        return Ok(Read { stocks: HashMap::new(), holding: HashMap::new(), spent: HashSet::new() });
+    }
+    let stocks = store::lock_stocks(&mut **tx, &shelved).await?;
+    let users: Vec<u64> = group.iter().map(|m| m.user_id).collect();
+    let holding = match shelved.as_slice() {
+        [voucher] => store::held_orders(&mut **tx, *voucher, &users)
+            .await?
+            .into_iter()
+            .map(|(user, held)| ((user, *voucher), held))
+            .collect(),
+        _ => store::held_orders_of_users(&mut **tx, &users).await?,
+    };
+    let paths: Vec<u64> = group.iter().filter_map(|m| m.spend.map(|p| p.id)).collect();
+    let spent_paths = store::spent_paths(&mut **tx, &paths).await?;
+    let spent = (0..group.len()).filter(|&i| group[i].spend.is_some_and(|p| spent_paths.contains(&p.id))).collect();
+    Ok(Read { stocks, holding, spent })
+}
+
+/// The winners' units taken, their rows inserted (one statement for all
+/// vouchers), their paths spent and their events written.
+async fn write_winners(
+    tx: &mut Transaction<'static, MySql>,
+    outbox: &Outbox,
+    group: &[Member],
+    taken: &[(u64, Vec<usize>)],
+) -> Result<(), GroupError> {
+    if taken.is_empty() {
+        return Ok(());
+    }
+    let takes: Vec<(u64, u64)> = taken.iter().map(|(voucher, winners)| (*voucher, winners.len() as u64)).collect();
+    if !store::take_stocks(&mut **tx, &takes).await? {
+        return Err(GroupError::Other(sqlx::Error::Protocol(format!(
+            "the locked stock rows refused the units they were read to have: {takes:?}"
+        ))));
+    }
+    let orders: Vec<(u64, NewOrder)> = taken
+        .iter()
+        .flat_map(|(voucher, winners)| {
+            winners
+                .iter()
+                .map(|&i| (*voucher, NewOrder { id: group[i].order_id, user_id: group[i].user_id, create_time: None }))
+        })
+        .collect();
+    let paths: Vec<PathUse> =
+        taken.iter().flat_map(|(_, winners)| winners.iter().filter_map(|&i| group[i].spend)).collect();
+    // A path spent by a transaction that slipped past its user's lock
+    // refuses the group, retried one order per transaction.
+    let written = async {
+        store::insert_orders_of(&mut **tx, orders.iter().map(|(v, o)| (*v, o))).await?;
+        store::spend_paths(&mut **tx, &paths).await?;
+        for (voucher, winners) in taken {
+            let keys: Vec<(i64, u64)> = winners.iter().map(|&i| (group[i].order_id, group[i].user_id)).collect();
+            outbox.created(tx, *voucher, &keys).await?;
+        }
+        Ok(())
+    };
+    written.await.map_err(|err: sqlx::Error| match err {
+        sqlx::Error::Database(_) => GroupError::Refused(err),
+        other => GroupError::Other(other),
+    })
 }
 
 /// Who of a group wins, by index: in arrival order, while `stock` lasts,

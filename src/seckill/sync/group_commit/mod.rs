@@ -4,20 +4,24 @@
 //! MariaDB has no hot-row grouping of its own (AliSQL's inventory hint,
 //! PolarDB's hot-row group update), so the service does it.
 //!
-//! Each voucher gets one worker per instance. A request that holds its
-//! user's lock hands the order over and waits for the answer, which comes
-//! only after the commit that contains the order; the request then
-//! releases the lock. The worker commits the orders that are ready
-//! together: the voucher's row lock, one query for duplicates, `min(stock,
-//! k)` units in one guarded update, one multi-row insert, and, last before
-//! the commit, a look at every member's lock. One bad order never fails its
+//! Vouchers are spread over `SHARDS` workers per instance (by id), and a
+//! voucher always goes to the same one. A request that holds its user's
+//! lock hands the order over and waits for the answer, which comes only
+//! after the commit that contains the order; the request then releases the
+//! lock. The worker commits the orders that are ready together, whatever
+//! their voucher: the vouchers' row locks (in id order), one query for
+//! duplicates, each voucher's `min(stock, k)` units in one guarded update,
+//! one multi-row insert, and, last before the commit, a look at every
+//! member's lock. Fifty vouchers opening together are so committed in as
+//! few transactions as one (a worker per voucher made fifty small groups
+//! of what one voucher commits in one). One bad order never fails its
 //! group: a duplicate, a lost lock or a sold-out order leaves it with its
 //! own answer, and a group whose insert the database refuses is retried one
 //! order per transaction, so the refused row alone fails.
 //!
 //! Workers are owned: one that saw no order for `worker_idle` leaves the
-//! map and ends (a year of daily sales is not a year of idle tasks), and
-//! every worker ends when the committer is stopped at shutdown.
+//! map and ends, and every worker ends when the committer is stopped at
+//! shutdown.
 
 use std::{
     collections::HashMap,
@@ -47,7 +51,13 @@ use crate::{
 /// How long past its deadline an order waits for its group's commit.
 const COMMIT_GRACE: Duration = Duration::from_secs(5);
 
-/// The per-voucher workers of one instance.
+/// Workers of one instance. More commit several vouchers' groups side by
+/// side (each transaction locks only its own vouchers' rows); fewer batch
+/// more orders in each. A voucher's orders go to one worker, so each hot
+/// row has one transaction per instance at a time, as before.
+const SHARDS: u64 = 4;
+
+/// The workers of one instance, by shard.
 #[derive(Clone)]
 pub(crate) struct GroupCommitter {
     db: MySqlPool,
@@ -90,7 +100,7 @@ impl GroupCommitter {
         Self { db, outbox, batch_max: batch_max.max(1), wait, idle, queues, stats, stop, workers }
     }
 
-    /// Workers running now: one per voucher that had an order lately.
+    /// Workers running now: one per shard that had an order lately.
     pub(crate) fn workers(&self) -> usize {
         self.queues.lock().expect("group queues poisoned").len()
     }
@@ -104,8 +114,8 @@ impl GroupCommitter {
         }
     }
 
-    /// Commits the order with the next group of its voucher; returns once
-    /// that group committed (or the order was refused).
+    /// Commits the order with the next group of its voucher's shard;
+    /// returns once that group committed (or the order was refused).
     pub(super) async fn commit(
         &self,
         gate: &Arc<Gate>,
@@ -117,7 +127,7 @@ impl GroupCommitter {
     ) -> SeckillResult<()> {
         let (reply, answer) = oneshot::channel();
         let gone = lost.clone();
-        self.enqueue(gate, voucher_id, Member { user_id, order_id, spend, lost, reply })?;
+        self.enqueue(Member { voucher_id, gate: gate.clone(), user_id, order_id, spend, lost, reply })?;
         // The worker answers an order whose deadline passed at once, unless
         // its group is committing: the commit is never raced, but it is not
         // waited for without bound either (a MariaDB that stopped answering
@@ -136,30 +146,31 @@ impl GroupCommitter {
         }
     }
 
-    /// Hands the order to the voucher's worker, starting one if there is
+    /// Hands the order to its shard's worker, starting one if there is
     /// none. Under the map's lock, like a worker's leaving: an order is
     /// never sent to a worker that already decided to end.
-    fn enqueue(&self, gate: &Arc<Gate>, voucher_id: u64, member: Member) -> SeckillResult<()> {
+    fn enqueue(&self, member: Member) -> SeckillResult<()> {
         if self.stop.is_cancelled() {
             return Err(SeckillError::unavailable("the instance is shutting down"));
         }
+        let shard = member.voucher_id % SHARDS;
         let mut queues = self.queues.lock().expect("group queues poisoned");
-        let queue = queues.entry(voucher_id).or_insert_with(|| {
+        let queue = queues.entry(shard).or_insert_with(|| {
             let (tx, rx) = mpsc::unbounded_channel();
-            self.workers.spawn(run(self.clone(), gate.clone(), voucher_id, rx));
+            self.workers.spawn(run(self.clone(), shard, rx));
             tx
         });
-        queue.send(member).map_err(|_| SeckillError::internal(anyhow::anyhow!("voucher {voucher_id}'s worker is gone")))
+        queue.send(member).map_err(|_| SeckillError::internal(anyhow::anyhow!("group commit worker {shard} is gone")))
     }
 
     /// The worker's way out after `idle` without an order: it leaves the
     /// map only if nothing arrived meanwhile. `true` when it may end.
-    fn leave_if_idle(&self, voucher_id: u64, queue: &mpsc::UnboundedReceiver<Member>) -> bool {
+    fn leave_if_idle(&self, shard: u64, queue: &mpsc::UnboundedReceiver<Member>) -> bool {
         let mut queues = self.queues.lock().expect("group queues poisoned");
         if !queue.is_empty() {
             return false;
         }
-        queues.remove(&voucher_id);
+        queues.remove(&shard);
         true
     }
 }
@@ -167,14 +178,14 @@ impl GroupCommitter {
 /// Gathers what is ready (and, with a wait, what arrives within it), then
 /// commits it; while one group commits, the next gathers. Ends when idle
 /// for the committer's `idle`, or at shutdown (answering what still waits).
-async fn run(committer: GroupCommitter, gate: Arc<Gate>, voucher_id: u64, mut queue: mpsc::UnboundedReceiver<Member>) {
+async fn run(committer: GroupCommitter, shard: u64, mut queue: mpsc::UnboundedReceiver<Member>) {
     loop {
         let first = tokio::select! {
             () = committer.stop.cancelled() => break,
             first = queue.recv() => first,
             () = tokio::time::sleep(committer.idle) => {
-                if committer.leave_if_idle(voucher_id, &queue) {
-                    tracing::debug!(voucher_id, "group commit worker idle; ended");
+                if committer.leave_if_idle(shard, &queue) {
+                    tracing::debug!(shard, "group commit worker idle; ended");
                     return;
                 }
                 continue;
@@ -200,28 +211,28 @@ async fn run(committer: GroupCommitter, gate: Arc<Gate>, voucher_id: u64, mut qu
             }
         }
         committer.stats.largest.fetch_max(group.len() as u64, Relaxed);
-        commit_group(&committer, &gate, voucher_id, group).await;
+        commit_group(&committer, group).await;
     }
-    committer.queues.lock().expect("group queues poisoned").remove(&voucher_id);
+    committer.queues.lock().expect("group queues poisoned").remove(&shard);
     queue.close();
     while let Ok(member) = queue.try_recv() {
         let _ = member.reply.send(Err(SeckillError::unavailable("the instance is shutting down")));
     }
 }
 
-async fn commit_group(committer: &GroupCommitter, gate: &Gate, voucher_id: u64, mut group: Vec<Member>) {
+async fn commit_group(committer: &GroupCommitter, mut group: Vec<Member>) {
     loop {
-        // Orders whose lock is gone, or whose request is gone, leave first.
+        // Orders whose lock is gone, or whose request is gone, leave first,
+        // then those whose voucher this instance knows sold out.
         let (group_taken, gone): (Vec<Member>, Vec<Member>) =
             std::mem::take(&mut group).into_iter().partition(|m| !m.lost.is_cancelled() && !m.reply.is_closed());
         for member in gone {
             let _ = member.reply.send(Err(SeckillError::lock_lost()));
         }
+        let (group_taken, sold_out): (Vec<Member>, Vec<Member>) =
+            group_taken.into_iter().partition(|m| !m.gate.is_sold_out());
+        answer_all(sold_out, || SeckillError::SoldOut);
         if group_taken.is_empty() {
-            return;
-        }
-        if gate.is_sold_out() {
-            answer_all(group_taken, || SeckillError::SoldOut);
             return;
         }
         // A lock lost while the statements run drops, and so rolls back,
@@ -230,15 +241,14 @@ async fn commit_group(committer: &GroupCommitter, gate: &Gate, voucher_id: u64, 
         let prepared = tokio::select! {
             biased;
             () = any_lost(&group_taken) => None,
-            prepared = prepare_group(&committer.db, &committer.outbox, voucher_id, &group_taken) => Some(prepared),
+            prepared = prepare_group(&committer.db, &committer.outbox, &group_taken) => Some(prepared),
         };
         let outcome = match prepared {
             None => Ok(GroupOutcome::LockLost),
-            Some(Ok(None)) => Ok(GroupOutcome::OffShelf),
-            Some(Ok(Some(prepared))) => prepared.commit(&group_taken).await,
+            Some(Ok(prepared)) => prepared.commit(&group_taken).await,
             Some(Err(err)) => Err(err),
         };
-        match answer(&committer.db, &committer.outbox, &committer.stats, gate, voucher_id, group_taken, outcome).await {
+        match answer(&committer.db, &committer.outbox, &committer.stats, group_taken, outcome).await {
             Some(again) => group = again,
             None => return,
         }
