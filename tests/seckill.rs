@@ -237,9 +237,10 @@ async fn vouchers_opening_together_share_their_groups_and_each_sells_exactly_its
     let before = app.state.seckill.group_stats();
 
     let (app_ref, vouchers_ref) = (&app, &vouchers);
-    let orders = users.iter().enumerate().map(|(i, (_, token))| async move {
-        common::outcome(app_ref.order(vouchers_ref[i % 8], token).await).await
-    });
+    let orders = users
+        .iter()
+        .enumerate()
+        .map(|(i, (_, token))| async move { common::outcome(app_ref.order(vouchers_ref[i % 8], token).await).await });
     let outcomes = futures::future::join_all(orders).await;
 
     let counts = tally(&outcomes);

@@ -10,6 +10,7 @@ const DEFAULT_LOCK_WATCHDOG_TTL_MS: u64 = 30_000;
 const DEFAULT_ORDER_BATCH_MAX: usize = 64;
 const DEFAULT_ORDER_BATCH_WAIT_MS: u64 = 0;
 const DEFAULT_ORDER_BATCH_WORKER_IDLE_MS: u64 = 60_000;
+const DEFAULT_ORDER_BATCH_WORKERS: u64 = 4;
 const DEFAULT_HOT_ROW_PERMITS: usize = 8;
 /// As many as the instance serves at once (`MAX_IN_FLIGHT`): a crowd at
 /// the opening instant all wants the one voucher, and a group of 64 commits
@@ -81,11 +82,18 @@ pub struct SyncSettings {
     #[arg(long, env = "LOCK_WATCHDOG_TTL_MS", default_value_t = DEFAULT_LOCK_WATCHDOG_TTL_MS)]
     pub lock_watchdog_ttl_ms: u64,
 
-    /// Synchronous mode: orders of one voucher committed in one transaction
-    /// at most, 1 to 5,000 (1: one transaction per order, the course's
-    /// design).
+    /// Synchronous mode: orders committed in one transaction at most, of
+    /// one voucher or of several opening together, 1 to 5,000 (1: one
+    /// transaction per order, the course's design).
     #[arg(long, env = "ORDER_BATCH_MAX", default_value_t = DEFAULT_ORDER_BATCH_MAX)]
     pub order_batch_max: usize,
+
+    /// Synchronous mode: group-commit workers of one instance, 1 to 64,
+    /// each for the vouchers whose id leaves the same remainder. More
+    /// commit several vouchers' groups side by side; fewer put more orders
+    /// in each transaction. One voucher's orders always go to one worker.
+    #[arg(long, env = "ORDER_BATCH_WORKERS", default_value_t = DEFAULT_ORDER_BATCH_WORKERS)]
+    pub order_batch_workers: u64,
 
     /// Synchronous mode: how long a group waits for more orders before it
     /// commits, at most 1,000. 0: it takes what is ready; while one group
@@ -93,9 +101,9 @@ pub struct SyncSettings {
     #[arg(long, env = "ORDER_BATCH_WAIT_MS", default_value_t = DEFAULT_ORDER_BATCH_WAIT_MS)]
     pub order_batch_wait_ms: u64,
 
-    /// Synchronous mode: a voucher's group-commit worker that saw no order
-    /// for this long ends (the next order starts another), so that ended
-    /// sales leave no idle tasks behind; at least 100.
+    /// Synchronous mode: a group-commit worker that saw no order for this
+    /// long ends (the next order starts another), so that ended sales leave
+    /// no idle tasks behind; at least 100.
     #[arg(long, env = "ORDER_BATCH_WORKER_IDLE_MS", default_value_t = DEFAULT_ORDER_BATCH_WORKER_IDLE_MS)]
     pub order_batch_worker_idle_ms: u64,
 
@@ -103,8 +111,8 @@ pub struct SyncSettings {
     /// wait on one voucher's stock row at once. InnoDB's throughput on a hot
     /// row collapses when hundreds of transactions queue on its lock; a few
     /// at a time keep it busy without the collapse. Only at
-    /// `ORDER_BATCH_MAX` = 1: with group commit, one worker per voucher is
-    /// all that reaches the row.
+    /// `ORDER_BATCH_MAX` = 1: with group commit, one worker of each
+    /// instance is all that reaches a voucher's row.
     #[arg(long, env = "HOT_ROW_PERMITS", default_value_t = DEFAULT_HOT_ROW_PERMITS)]
     pub hot_row_permits: usize,
 
@@ -122,6 +130,7 @@ impl Default for SyncSettings {
             order_batch_max: DEFAULT_ORDER_BATCH_MAX,
             order_batch_wait_ms: DEFAULT_ORDER_BATCH_WAIT_MS,
             order_batch_worker_idle_ms: DEFAULT_ORDER_BATCH_WORKER_IDLE_MS,
+            order_batch_workers: DEFAULT_ORDER_BATCH_WORKERS,
             hot_row_permits: DEFAULT_HOT_ROW_PERMITS,
             hot_row_queue_max: DEFAULT_HOT_ROW_QUEUE_MAX,
         }
@@ -212,7 +221,7 @@ impl SyncSettings {
             tracing::warn!(
                 hot_row_permits = self.hot_row_permits,
                 order_batch_max = self.order_batch_max,
-                "HOT_ROW_PERMITS has no effect with group commit (ORDER_BATCH_MAX > 1): one worker per voucher reaches the row"
+                "HOT_ROW_PERMITS has no effect with group commit (ORDER_BATCH_MAX > 1): one worker of each instance reaches a voucher's row"
             );
         }
         if self.hot_row_queue_max == 0 {
@@ -223,6 +232,9 @@ impl SyncSettings {
         }
         if self.order_batch_wait_ms > 1_000 {
             anyhow::bail!("ORDER_BATCH_WAIT_MS must be at most 1000");
+        }
+        if !(1..=64).contains(&self.order_batch_workers) {
+            anyhow::bail!("ORDER_BATCH_WORKERS must be between 1 and 64");
         }
         if self.order_batch_worker_idle_ms < 100 {
             anyhow::bail!("ORDER_BATCH_WORKER_IDLE_MS must be at least 100");

@@ -66,23 +66,21 @@ pub(in crate::seckill) async fn insert_orders_of<'e, 'o>(
     Ok(insert.build().execute(db).await?.rows_affected())
 }
 
-/// The live orders these users hold, whatever the voucher: (user id,
-/// voucher id) -> order id. For a group commit of several vouchers: on
-/// the unique index's first column (a user holds a handful of orders,
-/// even after years of sales), where a list of users times a list of
-/// vouchers could outgrow the range optimizer's memory and scan the table.
-pub(in crate::seckill) async fn held_orders_of_users<'e>(
+/// The live orders of these (user, voucher) pairs: (user id, voucher id)
+/// -> order id. For a group commit of several vouchers, one statement: a
+/// point lookup per pair on the unique index (a row constructor's IN is a
+/// range on both columns), so a user's past orders are never read.
+pub(in crate::seckill) async fn held_orders_of<'e>(
     db: impl MySqlExecutor<'e>,
-    user_ids: &[u64],
+    pairs: &[(u64, u64)],
 ) -> sqlx::Result<HashMap<(u64, u64), i64>> {
-    if user_ids.is_empty() {
+    if pairs.is_empty() {
         return Ok(HashMap::new());
     }
-    let mut holders: QueryBuilder<MySql> = QueryBuilder::new(
-        "SELECT user_id, live_voucher, id FROM tb_voucher_order WHERE live_voucher IS NOT NULL AND user_id IN ",
-    );
-    holders.push_tuples(user_ids, |mut row, user_id| {
-        row.push_bind(*user_id);
+    let mut holders: QueryBuilder<MySql> =
+        QueryBuilder::new("SELECT user_id, live_voucher, id FROM tb_voucher_order WHERE (user_id, live_voucher) IN ");
+    holders.push_tuples(pairs, |mut row, (user_id, voucher_id)| {
+        row.push_bind(*user_id).push_bind(*voucher_id);
     });
     let rows = holders.build_query_as::<(u64, u64, i64)>().fetch_all(db).await?;
     Ok(rows.into_iter().map(|(user, voucher, id)| ((user, voucher), id)).collect())

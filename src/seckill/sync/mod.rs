@@ -58,15 +58,7 @@ impl SyncOrders {
     /// order per batch, its workers owned by `workers`.
     pub(crate) fn build(settings: &SyncSettings, deadline: Duration, deps: &Dependencies, workers: &Workers) -> Self {
         let group_commit = (settings.order_batch_max > 1).then(|| {
-            GroupCommitter::new(
-                deps.db.clone(),
-                deps.outbox.clone(),
-                settings.order_batch_max,
-                Duration::from_millis(settings.order_batch_wait_ms),
-                Duration::from_millis(settings.order_batch_worker_idle_ms),
-                workers.stop_token(),
-                workers.tracker(),
-            )
+            GroupCommitter::new(deps.db.clone(), deps.outbox.clone(), settings, workers.stop_token(), workers.tracker())
         });
         Self {
             db: deps.db.clone(),

@@ -148,8 +148,7 @@ pub(super) async fn prepare_group(db: &MySqlPool, outbox: &Outbox, group: &[Memb
 
 /// The shelf (shared locks), the stock rows (their locks), then, holding
 /// both until the commit, the live orders the members' users hold and
-/// the sale paths spent. One voucher, the usual sale, reads its holders on
-/// the unique index alone.
+/// the sale paths spent.
 async fn read_locked(
     tx: &mut Transaction<'static, MySql>,
     vouchers: &[u64],
@@ -161,15 +160,9 @@ async fn read_locked(
         return Ok(Read { stocks: HashMap::new(), holding: HashMap::new(), spent: HashSet::new() });
     }
     let stocks = store::lock_stocks(&mut **tx, &shelved).await?;
-    let users: Vec<u64> = group.iter().map(|m| m.user_id).collect();
-    let holding = match shelved.as_slice() {
-        [voucher] => store::held_orders(&mut **tx, *voucher, &users)
-            .await?
-            .into_iter()
-            .map(|(user, held)| ((user, *voucher), held))
-            .collect(),
-        _ => store::held_orders_of_users(&mut **tx, &users).await?,
-    };
+    let pairs: Vec<(u64, u64)> =
+        group.iter().filter(|m| stocks.contains_key(&m.voucher_id)).map(|m| (m.user_id, m.voucher_id)).collect();
+    let holding = store::held_orders_of(&mut **tx, &pairs).await?;
     let paths: Vec<u64> = group.iter().filter_map(|m| m.spend.map(|p| p.id)).collect();
     let spent_paths = store::spent_paths(&mut **tx, &paths).await?;
     let spent = (0..group.len()).filter(|&i| group[i].spend.is_some_and(|p| spent_paths.contains(&p.id))).collect();

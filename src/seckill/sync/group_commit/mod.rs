@@ -4,8 +4,8 @@
 //! MariaDB has no hot-row grouping of its own (AliSQL's inventory hint,
 //! PolarDB's hot-row group update), so the service does it.
 //!
-//! Vouchers are spread over `SHARDS` workers per instance (by id), and a
-//! voucher always goes to the same one. A request that holds its user's
+//! Vouchers are spread over `ORDER_BATCH_WORKERS` workers per instance (by
+//! id), and a voucher always goes to the same one. A request that holds its user's
 //! lock hands the order over and waits for the answer, which comes only
 //! after the commit that contains the order; the request then releases the
 //! lock. The worker commits the orders that are ready together, whatever
@@ -41,6 +41,7 @@ use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
 use super::admission::Gate;
 use crate::{
+    config::SyncSettings,
     events::Outbox,
     seckill::{
         error::{SeckillError, SeckillResult},
@@ -51,18 +52,18 @@ use crate::{
 /// How long past its deadline an order waits for its group's commit.
 const COMMIT_GRACE: Duration = Duration::from_secs(5);
 
-/// Workers of one instance. More commit several vouchers' groups side by
-/// side (each transaction locks only its own vouchers' rows); fewer batch
-/// more orders in each. A voucher's orders go to one worker, so each hot
-/// row has one transaction per instance at a time, as before.
-const SHARDS: u64 = 4;
-
 /// The workers of one instance, by shard.
 #[derive(Clone)]
 pub(crate) struct GroupCommitter {
     db: MySqlPool,
     outbox: Outbox,
     batch_max: usize,
+    /// Workers, each for the vouchers of one remainder of the id: more
+    /// commit several vouchers' groups side by side (each transaction
+    /// locks only its own vouchers' rows), fewer put more orders in each.
+    /// A voucher's orders go to one worker, so each hot row has one
+    /// transaction of each instance at a time.
+    shards: u64,
     wait: Duration,
     /// A worker that saw no order for this long ends.
     idle: Duration,
@@ -90,14 +91,23 @@ impl GroupCommitter {
     pub(crate) fn new(
         db: MySqlPool,
         outbox: Outbox,
-        batch_max: usize,
-        wait: Duration,
-        idle: Duration,
+        settings: &SyncSettings,
         stop: CancellationToken,
         workers: TaskTracker,
     ) -> Self {
         let (queues, stats) = (Arc::default(), Arc::default());
-        Self { db, outbox, batch_max: batch_max.max(1), wait, idle, queues, stats, stop, workers }
+        Self {
+            db,
+            outbox,
+            batch_max: settings.order_batch_max.max(1),
+            shards: settings.order_batch_workers.max(1),
+            wait: Duration::from_millis(settings.order_batch_wait_ms),
+            idle: Duration::from_millis(settings.order_batch_worker_idle_ms),
+            queues,
+            stats,
+            stop,
+            workers,
+        }
     }
 
     /// Workers running now: one per shard that had an order lately.
@@ -153,7 +163,7 @@ impl GroupCommitter {
         if self.stop.is_cancelled() {
             return Err(SeckillError::unavailable("the instance is shutting down"));
         }
-        let shard = member.voucher_id % SHARDS;
+        let shard = member.voucher_id % self.shards;
         let mut queues = self.queues.lock().expect("group queues poisoned");
         let queue = queues.entry(shard).or_insert_with(|| {
             let (tx, rx) = mpsc::unbounded_channel();
