@@ -123,6 +123,40 @@ fn assert_every_family_is_explained(exposition: &str) {
     assert!(unexplained.is_empty(), "families without a HELP line: {unexplained:?}");
 }
 
+/// Vouchers opening together: the consumer persists the entries of every
+/// stream it read in one round in one transaction, each voucher's stock
+/// taken by its own orders.
+#[tokio::test]
+async fn entries_of_several_vouchers_read_in_one_round_are_persisted_together() {
+    let app = TestApp::spawn_on(OrderPath::Async).await;
+    let (busy, mut vouchers) = (app.open_seckill(5).await, Vec::new());
+    for _ in 0..6 {
+        vouchers.push(app.open_seckill(3).await);
+    }
+    let users = app.seed_users(13).await;
+    let before = scrape(&app).await;
+    // The consumer is kept on the busy voucher's batch (its row held) while
+    // the six vouchers' orders queue in their streams: its next round reads
+    // them all at once.
+    let held = app.hold_stock_row(busy).await;
+    assert_eq!(app.order(busy, &users[12].1).await.status(), StatusCode::OK);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    for (i, (_, token)) in users.iter().take(12).enumerate() {
+        assert_eq!(app.order(vouchers[i % 6], token).await.status(), StatusCode::OK);
+    }
+    held.rollback().await.unwrap();
+    for &voucher in &vouchers {
+        let report = app.drained(voucher, Duration::from_secs(15)).await;
+        assert!(report.agrees(), "{report:?}");
+        assert_eq!(app.orders_of(voucher).await, (2, 2), "voucher {voucher}");
+        assert_eq!(app.stock_of(voucher).await, 1, "voucher {voucher}");
+    }
+    let after = scrape(&app).await;
+    let together = sample(&after, "hmdp_async_shared_batches_total", &[])
+        - sample(&before, "hmdp_async_shared_batches_total", &[]);
+    assert!(together >= 1.0, "no round persisted several streams together: {together}");
+}
+
 #[tokio::test]
 async fn a_voucher_in_segments_shows_each_segments_stock_buyers_and_stream() {
     let app = TestApp::spawn_on(OrderPath::Async).await;

@@ -114,6 +114,10 @@ fn describe() {
         "Consumer rounds or batches that failed and will be retried"
     );
     describe_counter!(
+        "hmdp_async_shared_batches_total",
+        "Rounds whose batches of several streams (vouchers opening together) were persisted in one transaction"
+    );
+    describe_counter!(
         "hmdp_async_dead_lettered_total",
         "Stream entries moved to the dead-letter stream after too many deliveries"
     );

@@ -3,7 +3,6 @@
 //! inserted), then the acknowledgement. Redelivery is harmless: entries
 //! with their row, dead-lettered, or no longer pending, are skipped.
 
-use chrono::DateTime;
 use hmdp_redis::Redis;
 use redis::streams::StreamId;
 use sqlx::MySqlPool;
@@ -11,6 +10,7 @@ use sqlx::MySqlPool;
 use super::{
     converge::converge,
     recovery::Recovery,
+    shared_batch::new_order,
     stream::{Entry, Held, PersistError, acknowledge, held},
 };
 use crate::{
@@ -124,14 +124,7 @@ impl Batch<'_> {
             )));
         }
         if !candidates.is_empty() {
-            let orders: Vec<NewOrder> = candidates
-                .iter()
-                .map(|e| NewOrder {
-                    id: e.order_id,
-                    user_id: e.user_id,
-                    create_time: Some(DateTime::from_timestamp_millis(e.ts_ms).unwrap_or_default().naive_utc()),
-                })
-                .collect();
+            let orders: Vec<NewOrder> = candidates.iter().map(|e| new_order(e)).collect();
             let inserted = store::insert_orders(&mut *tx, voucher, &orders).await?;
             self.recovery.outbox.created(&mut tx, voucher, &NewOrder::keys(&orders)).await?;
             if !store::take_stock(&mut *tx, voucher, inserted).await? {

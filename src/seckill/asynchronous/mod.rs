@@ -26,6 +26,7 @@ mod reconcile;
 mod recovery;
 mod replica_wait;
 pub(super) mod segments;
+mod shared_batch;
 mod stream;
 mod verdict;
 

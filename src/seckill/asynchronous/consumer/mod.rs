@@ -1,9 +1,11 @@
 //! The asynchronous mode's consumer: every instance reads the order streams
 //! of the active vouchers as one consumer (named by `INSTANCE_ID`) of group
 //! `orders`, and hands what it reads to `batch.rs`, which persists each
-//! batch in one transaction under the voucher's row lock. The same lock
-//! orders persistence against dead-lettering (`recovery`), so an order is
-//! either persisted or given back, never both.
+//! batch in one transaction under the voucher's row lock (or, when a round
+//! read several streams, to `shared_batch.rs`, which persists them all in
+//! one transaction under all their rows' locks). The same lock orders
+//! persistence against dead-lettering (`recovery`), so an order is either
+//! persisted or given back, never both.
 //!
 //! A voucher sold in segments has a stream per segment, each read and
 //! persisted as a voucher's; the borrows between its segments whose
@@ -234,7 +236,10 @@ impl Consumer {
     }
 
     async fn handle(&self, stream: &Stream, raw: Vec<StreamId>) {
-        let batch = Batch { db: &self.db, redis: &self.redis, recovery: &self.recovery };
-        batch.handle(stream.voucher, &stream.segments, stream.keys(), raw).await;
+        self.batch().handle(stream.voucher, &stream.segments, stream.keys(), raw).await;
+    }
+
+    fn batch(&self) -> Batch<'_> {
+        Batch { db: &self.db, redis: &self.redis, recovery: &self.recovery }
     }
 }

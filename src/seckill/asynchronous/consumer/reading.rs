@@ -12,7 +12,10 @@ use redis::{
 };
 
 use super::{BLOCK, Consumer, IDLE_POLL, Stream};
-use crate::seckill::asynchronous::stream::{GROUP, PersistError};
+use crate::seckill::asynchronous::{
+    shared_batch::StreamBatch,
+    stream::{GROUP, PersistError},
+};
 
 impl Consumer {
     /// Creates the group from the stream's start, making the stream when it
@@ -104,7 +107,20 @@ impl Consumer {
             .collect())
     }
 
+    /// Several streams' entries in one transaction when they are the plain
+    /// case (`shared_batch`), else stream by stream.
     async fn handle_all(&self, found: Vec<(Stream, Vec<StreamId>)>) {
+        if found.len() > 1 {
+            let batches: Vec<StreamBatch<'_>> =
+                found.iter().map(|(stream, raw)| (stream.voucher, stream.keys(), raw.as_slice())).collect();
+            match self.batch().persist_together(&batches).await {
+                Ok(true) => return,
+                Ok(false) => {}
+                Err(err) => {
+                    tracing::debug!(consumer = %self.name, error = %err, "batches not persisted together; one stream at a time")
+                }
+            }
+        }
         for (stream, entries) in found {
             self.handle(&stream, entries).await;
         }
