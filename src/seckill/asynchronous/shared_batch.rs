@@ -81,9 +81,11 @@ impl Batch<'_> {
             return Ok(false);
         }
         tx.commit().await?;
-        for (_, sk, entries) in &parsed {
-            acknowledge(self.redis, sk, entries).await?;
-        }
+        // Each stream's acknowledgement at once (a round trip for all, not
+        // one per voucher); one that fails leaves its entries pending, to
+        // be found persisted and acknowledged when claimed.
+        futures::future::try_join_all(parsed.iter().map(|(_, sk, entries)| acknowledge(self.redis, sk, entries)))
+            .await?;
         metrics::counter!("hmdp_async_shared_batches_total").increment(1);
         tracing::debug!(streams = parsed.len(), orders = orders.len(), "batches persisted together");
         Ok(true)

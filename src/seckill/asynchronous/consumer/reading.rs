@@ -108,16 +108,23 @@ impl Consumer {
     }
 
     /// Several streams' entries in one transaction when they are the plain
-    /// case (`shared_batch`), else stream by stream.
+    /// case (`shared_batch`), else stream by stream. A shared batch that
+    /// could not be written (MariaDB or Redis out of reach, or its commit's
+    /// answer lost) is left pending, as a stream's batch is: tried again
+    /// once claimed, when a commit still in flight has landed and is seen.
     async fn handle_all(&self, found: Vec<(Stream, Vec<StreamId>)>) {
         if found.len() > 1 {
             let batches: Vec<StreamBatch<'_>> =
                 found.iter().map(|(stream, raw)| (stream.voucher, stream.keys(), raw.as_slice())).collect();
             match self.batch().persist_together(&batches).await {
                 Ok(true) => return,
-                Ok(false) => {}
+                // Refused before its commit: nothing was written, and each
+                // stream's batch finds its bad entry.
+                Ok(false) | Err(PersistError::Refused(_)) => {}
                 Err(err) => {
-                    tracing::debug!(consumer = %self.name, error = %err, "batches not persisted together; one stream at a time")
+                    metrics::counter!("hmdp_async_consumer_failures_total", "what" => "batch_unavailable").increment(1);
+                    tracing::warn!(consumer = %self.name, streams = found.len(), error = %err, "shared batch not persisted; will retry");
+                    return;
                 }
             }
         }
