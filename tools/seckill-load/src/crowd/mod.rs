@@ -23,15 +23,9 @@
 //!     seckill-load crowd --connections 10000 --users 30000 --stock 20000 --json crowd.json
 //!     seckill-load crowd --connections 1000 --vouchers 50
 
-use std::{
-    collections::BTreeMap,
-    net::SocketAddr,
-    path::PathBuf,
-    time::{Duration, Instant, SystemTime, UNIX_EPOCH},
-};
+use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use crate::{
@@ -39,117 +33,18 @@ use crate::{
     voucher::{self, SaleVoucher},
 };
 
+mod args;
+mod job;
 mod part;
 mod verdict;
 
+pub use args::CrowdArgs;
+use job::{Answer, Job, PartResult, unix_ms};
 pub use part::part_main;
 use verdict::Crowd;
 
 /// The hidden first argument that makes this binary one part of a crowd.
 pub const PART_ARG: &str = "crowd-part";
-
-#[derive(clap::Parser, Debug)]
-#[command(name = "seckill-load crowd", about = "The opening instant: a crowd of held connections orders at once")]
-pub struct CrowdArgs {
-    #[arg(long, default_value = "http://127.0.0.1:8080")]
-    base_url: String,
-    /// Connections opened and held before the sale opens.
-    #[arg(long, default_value_t = 10_000)]
-    connections: usize,
-    /// Buyers (seeded), each ordering once; connection k serves buyers
-    /// k, k + C, k + 2C, ... one after another.
-    #[arg(long, default_value_t = 30_000)]
-    users: u64,
-    #[arg(long, default_value_t = 17_300_000_000)]
-    first_phone: u64,
-    /// Units created for the sale, in all vouchers together.
-    #[arg(long, default_value_t = 20_000)]
-    stock: i64,
-    /// Vouchers opening together; the stock and the buyers are split
-    /// evenly between them.
-    #[arg(long, default_value_t = 1)]
-    vouchers: usize,
-    /// Create the voucher with this guard: each buyer then asks for a sale
-    /// path (solving the challenge, waiting in line as told) on its
-    /// connection before ordering.
-    #[arg(long, value_parser = ["path", "challenge"])]
-    guard: Option<String>,
-    /// The guarded voucher's admission rate.
-    #[arg(long, requires = "guard")]
-    admit_per_second: Option<u32>,
-    /// Seconds from the voucher's creation to its opening; by default long
-    /// enough to open every connection (a second per 1,000, at least 5).
-    #[arg(long)]
-    open_in: Option<u64>,
-    /// Connections per child process (each child needs one descriptor per
-    /// connection under its hard limit).
-    #[arg(long, default_value_t = 10_000)]
-    per_process: usize,
-    /// Times a buyer follows `Retry-After` before taking the answer.
-    #[arg(long, default_value_t = 3)]
-    retries: u32,
-    #[arg(long)]
-    json: Option<PathBuf>,
-    /// Every buyer's answer as CSV (`user,answer,retries,sentUs,doneUs`,
-    /// times from the opening instant): the line's fairness, buyer by buyer.
-    #[arg(long)]
-    answers_csv: Option<PathBuf>,
-    #[arg(long, default_value_t = 120.0)]
-    drain_timeout: f64,
-    #[command(flatten)]
-    db: hmdp::config::DatabaseUrl,
-    #[command(flatten)]
-    redis: hmdp::config::RedisSettings,
-    #[arg(long, env = "JWT_SECRET", hide_env_values = true)]
-    jwt_secret: String,
-    #[arg(long, env = "ADMIN_KEY", hide_env_values = true)]
-    admin_key: String,
-}
-
-/// One child's share of the crowd.
-#[derive(Serialize, Deserialize)]
-struct Job {
-    addr: SocketAddr,
-    host: String,
-    /// The sale's vouchers: buyer i orders `vouchers[i % len]`.
-    vouchers: Vec<u64>,
-    guarded: bool,
-    /// The opening instant, in ms since the Unix epoch.
-    open_at_ms: u64,
-    retries: u32,
-    /// Per connection, its buyers' (index, token) in order.
-    connections: Vec<Vec<(usize, String)>>,
-}
-
-/// A buyer's final answer.
-#[derive(Serialize, Deserialize, Clone)]
-struct Answer {
-    user: usize,
-    /// `OK`, `OK202`, an errorCode, `HTTP 502 not an envelope`, or `dropped`.
-    what: String,
-    order_id: Option<i64>,
-    /// From the opening instant: the first send and the final answer.
-    sent_us: i64,
-    done_us: i64,
-    retries: u32,
-}
-
-#[derive(Serialize, Deserialize, Default)]
-struct PartResult {
-    answers: Vec<Answer>,
-    /// Connections open (and warmed) before the opening instant.
-    held_at_open: usize,
-    /// Connections that could not be opened at all.
-    failed_to_open: usize,
-    /// Connections closed or reset with a request in flight.
-    dropped_in_flight: usize,
-    /// Connections closed between requests (reopened; no answer lost).
-    reopened: usize,
-    /// Answers that were not the envelope, by status.
-    outside_envelope: BTreeMap<String, u64>,
-    /// `Retry-After` followed.
-    retries_followed: u64,
-}
 
 /// Runs the whole crowd: seeds, creates the vouchers, spawns the parts,
 /// merges, audits. Exits non-zero when the sale was not clean.
@@ -280,20 +175,6 @@ fn write_answers_csv(path: &std::path::Path, answers: &[Answer]) -> anyhow::Resu
     std::fs::write(path, csv).with_context(|| format!("writing {}", path.display()))
 }
 
-impl PartResult {
-    fn merge(&mut self, part: PartResult) {
-        self.answers.extend(part.answers);
-        self.held_at_open += part.held_at_open;
-        self.failed_to_open += part.failed_to_open;
-        self.dropped_in_flight += part.dropped_in_flight;
-        self.reopened += part.reopened;
-        self.retries_followed += part.retries_followed;
-        for (what, n) in part.outside_envelope {
-            *self.outside_envelope.entry(what).or_default() += n;
-        }
-    }
-}
-
 /// The crowd's vouchers, their windows opening at the opening instant;
 /// the stock split evenly, the first ones taking what does not divide.
 async fn create_vouchers(client: &reqwest::Client, args: &CrowdArgs, open_at_ms: u64) -> anyhow::Result<Vec<u64>> {
@@ -313,8 +194,4 @@ async fn create_vouchers(client: &reqwest::Client, args: &CrowdArgs, open_at_ms:
         vouchers.push(voucher::create(client, &args.base_url, &args.admin_key, &sale).await?);
     }
     Ok(vouchers)
-}
-
-fn unix_ms() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default().as_millis() as u64
 }

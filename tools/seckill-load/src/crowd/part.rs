@@ -17,7 +17,7 @@ use hyper_util::rt::TokioIo;
 use serde_json::{Value, json};
 use tokio::{net::TcpStream, sync::Semaphore};
 
-use super::{Answer, Job, PartResult, unix_ms};
+use super::job::{Answer, Job, PartResult, unix_ms};
 
 /// A child: reads its job on stdin, holds its connections, orders at the
 /// opening instant, writes its answers on stdout.

@@ -12,7 +12,10 @@ use std::{
 use serde::Serialize;
 use serde_json::{Value, json};
 
-use super::{Answer, CrowdArgs, PartResult};
+use super::{
+    args::CrowdArgs,
+    job::{Answer, PartResult},
+};
 use crate::{
     audit,
     report::{Outcome, Recorder},
