@@ -10,7 +10,6 @@ use sqlx::MySqlPool;
 use super::{
     converge::converge,
     recovery::Recovery,
-    shared_batch::new_order,
     stream::{Entry, Held, PersistError, acknowledge, held},
 };
 use crate::{
@@ -124,7 +123,7 @@ impl Batch<'_> {
             )));
         }
         if !candidates.is_empty() {
-            let orders: Vec<NewOrder> = candidates.iter().map(|e| new_order(e)).collect();
+            let orders: Vec<NewOrder> = candidates.iter().map(|e| e.row()).collect();
             let inserted = store::insert_orders(&mut *tx, voucher, &orders).await?;
             self.recovery.outbox.created(&mut tx, voucher, &NewOrder::keys(&orders)).await?;
             if !store::take_stock(&mut *tx, voucher, inserted).await? {

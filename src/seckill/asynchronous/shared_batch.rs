@@ -10,7 +10,6 @@
 
 use std::collections::HashMap;
 
-use chrono::DateTime;
 use redis::streams::StreamId;
 
 use super::{
@@ -68,7 +67,7 @@ impl Batch<'_> {
             return Ok(false);
         }
         let orders: Vec<(u64, NewOrder)> =
-            parsed.iter().flat_map(|(voucher, _, entries)| entries.iter().map(|e| (*voucher, new_order(e)))).collect();
+            parsed.iter().flat_map(|(voucher, _, entries)| entries.iter().map(|e| (*voucher, e.row()))).collect();
         if store::insert_orders_of(&mut *tx, orders.iter().map(|(voucher, order)| (*voucher, order))).await.is_err() {
             return Ok(false);
         }
@@ -89,14 +88,5 @@ impl Batch<'_> {
         metrics::counter!("hmdp_async_shared_batches_total").increment(1);
         tracing::debug!(streams = parsed.len(), orders = orders.len(), "batches persisted together");
         Ok(true)
-    }
-}
-
-/// The entry's row, stamped with the time Redis accepted it.
-pub(super) fn new_order(entry: &Entry) -> NewOrder {
-    NewOrder {
-        id: entry.order_id,
-        user_id: entry.user_id,
-        create_time: Some(DateTime::from_timestamp_millis(entry.ts_ms).unwrap_or_default().naive_utc()),
     }
 }

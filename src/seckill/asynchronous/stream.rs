@@ -4,13 +4,14 @@
 
 use std::{collections::HashMap, sync::LazyLock};
 
+use chrono::DateTime;
 use hmdp_redis::Redis;
 use redis::{AsyncCommands, Script, streams::StreamId};
 
 use crate::{
     dependency::refused_by_the_data,
     keys::{Keys, SeckillKeys},
-    seckill::asynchronous::segments::SegmentMaps,
+    seckill::{asynchronous::segments::SegmentMaps, store::NewOrder},
 };
 
 static ACKNOWLEDGE: LazyLock<Script> =
@@ -36,6 +37,15 @@ impl Entry {
             user_id: raw.get("userId")?,
             ts_ms: raw.get("ts")?,
         })
+    }
+
+    /// The order's row, stamped with the time Redis accepted it.
+    pub(super) fn row(&self) -> NewOrder {
+        NewOrder {
+            id: self.order_id,
+            user_id: self.user_id,
+            create_time: Some(DateTime::from_timestamp_millis(self.ts_ms).unwrap_or_default().naive_utc()),
+        }
     }
 }
 
