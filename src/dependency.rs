@@ -39,6 +39,13 @@ const MOMENTARY: &[u16] = &[
     2013, // lost connection during query
 ];
 
+/// InnoDB chose this transaction as a deadlock's victim and rolled it
+/// back: run again, it usually passes at once.
+pub(crate) fn db_deadlock(err: &sqlx::Error) -> bool {
+    matches!(err, sqlx::Error::Database(db)
+        if db.try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>().is_some_and(|e| e.number() == 1213))
+}
+
 fn db_momentary(db: &dyn sqlx::error::DatabaseError) -> bool {
     db.try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>().is_some_and(|e| MOMENTARY.contains(&e.number()))
 }

@@ -89,7 +89,7 @@ pub struct SyncSettings {
     pub order_batch_max: usize,
 
     /// Synchronous mode: group-commit workers of one instance, 1 to 64,
-    /// each for the vouchers whose id leaves the same remainder. More
+    /// each for the vouchers whose id leaves one remainder. More
     /// commit several vouchers' groups side by side; fewer put more orders
     /// in each transaction. One voucher's orders always go to one worker.
     #[arg(long, env = "ORDER_BATCH_WORKERS", default_value_t = DEFAULT_ORDER_BATCH_WORKERS)]

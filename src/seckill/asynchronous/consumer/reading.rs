@@ -108,19 +108,24 @@ impl Consumer {
     }
 
     /// Several streams' entries in one transaction when they are the plain
-    /// case (`shared_batch`), else stream by stream. A shared batch that
-    /// could not be written (MariaDB or Redis out of reach, or its commit's
-    /// answer lost) is left pending, as a stream's batch is: tried again
-    /// once claimed, when a commit still in flight has landed and is seen.
+    /// case (`shared_batch`), at most `batch_max` entries a transaction,
+    /// else stream by stream.
     async fn handle_all(&self, found: Vec<(Stream, Vec<StreamId>)>) {
+        for shared in shared_batches(found, self.batch_max) {
+            self.handle_shared(shared).await;
+        }
+    }
+
+    /// A shared batch whose commit failed or whose answer was lost is left
+    /// pending, as a stream's batch is: tried again once claimed, when a
+    /// commit still in flight has landed and is seen.
+    async fn handle_shared(&self, found: Vec<(Stream, Vec<StreamId>)>) {
         if found.len() > 1 {
             let batches: Vec<StreamBatch<'_>> =
                 found.iter().map(|(stream, raw)| (stream.voucher, stream.keys(), raw.as_slice())).collect();
             match self.batch().persist_together(&batches).await {
                 Ok(true) => return,
-                // Refused before its commit: nothing was written, and each
-                // stream's batch finds its bad entry.
-                Ok(false) | Err(PersistError::Refused(_)) => {}
+                Ok(false) => {}
                 Err(err) => {
                     metrics::counter!("hmdp_async_consumer_failures_total", "what" => "batch_unavailable").increment(1);
                     tracing::warn!(consumer = %self.name, streams = found.len(), error = %err, "shared batch not persisted; will retry");
@@ -131,5 +136,40 @@ impl Consumer {
         for (stream, entries) in found {
             self.handle(&stream, entries).await;
         }
+    }
+}
+
+/// What a round read, cut into shared batches of whole streams, in order,
+/// each of at most `max` entries (or of one stream, whatever its size).
+fn shared_batches<S, E>(found: Vec<(S, Vec<E>)>, max: usize) -> Vec<Vec<(S, Vec<E>)>> {
+    let (mut batches, mut shared, mut entries) = (Vec::new(), Vec::new(), 0);
+    for (stream, raw) in found {
+        if !shared.is_empty() && entries + raw.len() > max {
+            batches.push(std::mem::take(&mut shared));
+            entries = 0;
+        }
+        entries += raw.len();
+        shared.push((stream, raw));
+    }
+    if !shared.is_empty() {
+        batches.push(shared);
+    }
+    batches
+}
+
+#[cfg(test)]
+mod tests {
+    use super::shared_batches;
+
+    #[test]
+    fn a_rounds_streams_are_shared_in_batches_of_at_most_the_batch_max_entries() {
+        let found = vec![("a", vec![1, 2]), ("b", vec![3, 4]), ("c", vec![5]), ("d", vec![6, 7, 8, 9, 10])];
+        let names = |max| -> Vec<Vec<&str>> {
+            shared_batches(found.clone(), max).into_iter().map(|b| b.into_iter().map(|(s, _)| s).collect()).collect()
+        };
+        assert_eq!(names(4), vec![vec!["a", "b"], vec!["c"], vec!["d"]], "a stream above the max goes alone");
+        assert_eq!(names(5), vec![vec!["a", "b", "c"], vec!["d"]]);
+        assert_eq!(names(100), vec![vec!["a", "b", "c", "d"]]);
+        assert!(shared_batches(Vec::<(&str, Vec<u8>)>::new(), 4).is_empty());
     }
 }

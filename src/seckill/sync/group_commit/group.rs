@@ -3,7 +3,7 @@
 //! `answer.rs`).
 
 use std::{
-    collections::{HashMap, HashSet},
+    collections::{BTreeMap, HashMap, HashSet},
     sync::Arc,
 };
 
@@ -110,9 +110,12 @@ struct Read {
 /// commits): every statement covers all of them at once, so fifty hot rows
 /// cost one transaction, not fifty.
 pub(super) async fn prepare_group(db: &MySqlPool, outbox: &Outbox, group: &[Member]) -> Result<Prepared, GroupError> {
-    let mut vouchers: Vec<u64> = group.iter().map(|m| m.voucher_id).collect();
-    vouchers.sort_unstable();
-    vouchers.dedup();
+    // Each voucher's members in arrival order, the vouchers in id order.
+    let mut by_voucher: BTreeMap<u64, Vec<usize>> = BTreeMap::new();
+    for (i, member) in group.iter().enumerate() {
+        by_voucher.entry(member.voucher_id).or_default().push(i);
+    }
+    let vouchers: Vec<u64> = by_voucher.keys().copied().collect();
     let mut tx = db.begin().await?;
     let read = read_locked(&mut tx, &vouchers, group).await?;
     let mut decided = Decided {
@@ -124,8 +127,7 @@ pub(super) async fn prepare_group(db: &MySqlPool, outbox: &Outbox, group: &[Memb
     };
     // (voucher, its winners in arrival order)
     let mut taken: Vec<(u64, Vec<usize>)> = Vec::new();
-    for &voucher in &vouchers {
-        let members: Vec<usize> = (0..group.len()).filter(|&i| group[i].voucher_id == voucher).collect();
+    for (voucher, members) in by_voucher {
         let Some(&stock) = read.stocks.get(&voucher) else {
             decided.off_shelf.extend(members);
             continue;

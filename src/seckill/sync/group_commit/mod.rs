@@ -5,7 +5,8 @@
 //! PolarDB's hot-row group update), so the service does it.
 //!
 //! Vouchers are spread over `ORDER_BATCH_WORKERS` workers per instance (by
-//! id), and a voucher always goes to the same one. A request that holds its user's
+//! the id's remainder: consecutive ids, as MariaDB's `AUTO_INCREMENT` makes
+//! them, fill every worker), and a voucher always goes to the same one. A request that holds its user's
 //! lock hands the order over and waits for the answer, which comes only
 //! after the commit that contains the order; the request then releases the
 //! lock. The worker commits the orders that are ready together, whatever
@@ -33,7 +34,7 @@ mod answer;
 mod group;
 
 use answer::{Stats, answer, answer_all};
-use group::{GroupOutcome, Member, any_lost, prepare_group};
+use group::{GroupError, GroupOutcome, Member, any_lost, prepare_group};
 use serde::Serialize;
 use sqlx::MySqlPool;
 use tokio::sync::{mpsc, oneshot};
@@ -42,6 +43,7 @@ use tokio_util::{sync::CancellationToken, task::TaskTracker};
 use super::admission::Gate;
 use crate::{
     config::SyncSettings,
+    dependency::db_deadlock,
     events::Outbox,
     seckill::{
         error::{SeckillError, SeckillResult},
@@ -58,7 +60,7 @@ pub(crate) struct GroupCommitter {
     db: MySqlPool,
     outbox: Outbox,
     batch_max: usize,
-    /// Workers, each for the vouchers of one remainder of the id: more
+    /// Workers, each for the vouchers whose id leaves one remainder: more
     /// commit several vouchers' groups side by side (each transaction
     /// locks only its own vouchers' rows), fewer put more orders in each.
     /// A voucher's orders go to one worker, so each hot row has one
@@ -230,7 +232,12 @@ async fn run(committer: GroupCommitter, shard: u64, mut queue: mpsc::UnboundedRe
     }
 }
 
+/// A group chosen as a deadlock's victim runs again this many times (it
+/// committed nothing) before its members are answered 503.
+const DEADLOCK_RETRIES: u32 = 2;
+
 async fn commit_group(committer: &GroupCommitter, mut group: Vec<Member>) {
+    let mut deadlocks = 0;
     loop {
         // Orders whose lock is gone, or whose request is gone, leave first,
         // then those whose voucher this instance knows sold out.
@@ -258,6 +265,15 @@ async fn commit_group(committer: &GroupCommitter, mut group: Vec<Member>) {
             Some(Ok(prepared)) => prepared.commit(&group_taken).await,
             Some(Err(err)) => Err(err),
         };
+        if let Err(GroupError::Other(err)) = &outcome
+            && db_deadlock(err)
+            && deadlocks < DEADLOCK_RETRIES
+        {
+            deadlocks += 1;
+            tracing::warn!(size = group_taken.len(), "group commit chosen as a deadlock's victim; running it again");
+            group = group_taken;
+            continue;
+        }
         match answer(&committer.db, &committer.outbox, &committer.stats, group_taken, outcome).await {
             Some(again) => group = again,
             None => return,
