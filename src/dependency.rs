@@ -42,12 +42,16 @@ const MOMENTARY: &[u16] = &[
 /// InnoDB chose this transaction as a deadlock's victim and rolled it
 /// back: run again, it usually passes at once.
 pub(crate) fn db_deadlock(err: &sqlx::Error) -> bool {
-    matches!(err, sqlx::Error::Database(db)
-        if db.try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>().is_some_and(|e| e.number() == 1213))
+    matches!(err, sqlx::Error::Database(db) if error_number(db.as_ref()) == Some(1213))
 }
 
 fn db_momentary(db: &dyn sqlx::error::DatabaseError) -> bool {
-    db.try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>().is_some_and(|e| MOMENTARY.contains(&e.number()))
+    error_number(db).is_some_and(|number| MOMENTARY.contains(&number))
+}
+
+/// MariaDB's number for the error (1213, 1205, ...).
+fn error_number(db: &dyn sqlx::error::DatabaseError) -> Option<u16> {
+    db.try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>().map(|e| e.number())
 }
 
 /// MariaDB refused the statement for the data it carries: a unique or
