@@ -21,6 +21,7 @@ const DEFAULT_ASYNC_BATCH_MAX: usize = 500;
 const DEFAULT_ASYNC_CLAIM_IDLE_MS: u64 = 5_000;
 const DEFAULT_ASYNC_MAX_DELIVERIES: u64 = 3;
 const DEFAULT_ASYNC_RETIRE_AFTER_MS: u64 = 60_000;
+const DEFAULT_ASYNC_RETIRED_KEYS_KEPT_MS: u64 = 3_600_000;
 const DEFAULT_ORDER_REPLICA_WAIT_MS: u64 = 500;
 const DEFAULT_ORDER_PAY_TIMEOUT_S: u64 = 900;
 const DEFAULT_ORDER_ID_BLOCK: u32 = 100;
@@ -160,12 +161,20 @@ pub struct AsyncSettings {
     /// Asynchronous mode: this long after a sale ended, once nothing is left
     /// to persist, the sale is retired: out of `seckill:active` (no consumer
     /// reads it, no lookup scans it) and its keys given a TTL (the working
-    /// keys 1 h, the failed hash and dead letters 7 days), so that Redis
-    /// does not grow with every sale ever sold. An ended sale is not loaded
-    /// again when its keys are gone: its orders are answered `ENDED` from
-    /// MariaDB.
+    /// keys `ASYNC_RETIRED_KEYS_KEPT_MS`, the failed hash and dead letters
+    /// 7 days), so that Redis does not grow with every sale ever sold. An
+    /// ended sale is not loaded again when its keys are gone: its orders
+    /// are answered `ENDED` from MariaDB.
     #[arg(long, env = "ASYNC_RETIRE_AFTER_MS", default_value_t = DEFAULT_ASYNC_RETIRE_AFTER_MS)]
     pub async_retire_after_ms: u64,
+
+    /// Asynchronous mode: how long a retired sale's working keys (stock,
+    /// window, buyers, stream, pending, holders, a segment's borrowing)
+    /// stay in Redis, 0 to 86,400,000; 0 deletes them at retirement. While
+    /// they stay, a late order is answered `ENDED` by Redis alone; after,
+    /// by one read of the voucher's row.
+    #[arg(long, env = "ASYNC_RETIRED_KEYS_KEPT_MS", default_value_t = DEFAULT_ASYNC_RETIRED_KEYS_KEPT_MS)]
+    pub async_retired_keys_kept_ms: u64,
 
     /// Asynchronous mode: Redis replicas that must acknowledge an order
     /// (`WAIT`) before it is answered 200, so that a master's death cannot
@@ -193,6 +202,7 @@ impl Default for AsyncSettings {
             async_claim_idle_ms: DEFAULT_ASYNC_CLAIM_IDLE_MS,
             async_max_deliveries: DEFAULT_ASYNC_MAX_DELIVERIES,
             async_retire_after_ms: DEFAULT_ASYNC_RETIRE_AFTER_MS,
+            async_retired_keys_kept_ms: DEFAULT_ASYNC_RETIRED_KEYS_KEPT_MS,
             order_replica_acks: None,
             order_replica_wait_ms: DEFAULT_ORDER_REPLICA_WAIT_MS,
         }
@@ -253,6 +263,9 @@ impl AsyncSettings {
         }
         if self.async_max_deliveries == 0 {
             anyhow::bail!("ASYNC_MAX_DELIVERIES must be at least 1");
+        }
+        if self.async_retired_keys_kept_ms > 86_400_000 {
+            anyhow::bail!("ASYNC_RETIRED_KEYS_KEPT_MS must be at most 86400000 (a day)");
         }
         if self.order_replica_acks.is_some_and(|n| n > 16) {
             anyhow::bail!("ORDER_REPLICA_ACKS must be at most 16");

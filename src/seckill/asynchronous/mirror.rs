@@ -32,9 +32,6 @@ const VERIFIED_MAX: usize = 10_000;
 /// and how many such ids are remembered.
 const MISSING_MEMORY: Duration = Duration::from_secs(5);
 const MISSING_MAX: usize = 10_000;
-/// A retired sale's working keys stay this long (late requests are still
-/// answered from them), then go; an order after that reads MariaDB.
-const WORKING_KEYS_KEPT: Duration = Duration::from_secs(60 * 60);
 
 pub(super) struct Mirror {
     pub(super) db: MySqlPool,
@@ -120,17 +117,30 @@ impl Mirror {
     }
 }
 
-/// Retires a sale that ended `retire_after` ago and has nothing left to
-/// persist: its keys get a TTL and it leaves the active set, so what every
-/// instance reads and every lookup scans stays the live sales. Returns
-/// whether it was retired.
+/// When an ended sale leaves Redis (`ASYNC_RETIRE_AFTER_MS`,
+/// `ASYNC_RETIRED_KEYS_KEPT_MS`).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Retirement {
+    /// How long after its end a drained sale is retired.
+    pub(crate) after: Duration,
+    /// How long a retired sale's working keys stay: late orders are
+    /// answered `ENDED` from them without a look at MariaDB; after that
+    /// each late order reads the voucher's row once.
+    pub(crate) working_keys_kept: Duration,
+}
+
+/// Retires a sale that ended `retirement.after` ago and has nothing left
+/// to persist: its keys get a TTL and it leaves the active set, so what
+/// every instance reads and every lookup scans stays the live sales, and
+/// Redis does not grow with every sale ever sold. Returns whether it was
+/// retired.
 pub(super) async fn retire(
     db: &MySqlPool,
     redis: &Redis,
     keys: &Keys,
     segments: &Segments,
     voucher: u64,
-    retire_after: Duration,
+    retirement: Retirement,
 ) -> Result<bool, PersistError> {
     // MariaDB's end: the window hash may be gone. A voucher deleted from
     // MariaDB ended long ago.
@@ -144,8 +154,8 @@ pub(super) async fn retire(
         }
         let retired: i64 = script
             .arg(end_ms)
-            .arg(retire_after.as_millis() as u64)
-            .arg(WORKING_KEYS_KEPT.as_millis() as u64)
+            .arg(retirement.after.as_millis() as u64)
+            .arg(retirement.working_keys_kept.as_millis() as u64)
             .arg(FAILED_KEPT.as_millis() as u64)
             .invoke_async(&mut redis.clone())
             .await?;

@@ -101,7 +101,10 @@ impl AsyncMode {
             name: instance.to_owned(),
             batch_max: settings.async_batch_max,
             claim_idle,
-            retire_after: Duration::from_millis(settings.async_retire_after_ms),
+            retirement: mirror::Retirement {
+                after: Duration::from_millis(settings.async_retire_after_ms),
+                working_keys_kept: Duration::from_millis(settings.async_retired_keys_kept_ms),
+            },
             recovery,
         };
         let wait = Duration::from_millis(settings.order_replica_wait_ms);

@@ -21,7 +21,12 @@ use sqlx::MySqlPool;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::{batch::Batch, mirror, recovery::Recovery, stream::PersistError};
+use super::{
+    batch::Batch,
+    mirror::{self, Retirement},
+    recovery::Recovery,
+    stream::PersistError,
+};
 use crate::{
     keys::{Keys, SeckillKeys},
     seckill::asynchronous::segments::{SegmentMaps, Segments},
@@ -73,8 +78,7 @@ pub(crate) struct Consumer {
     pub(crate) batch_max: usize,
     pub(crate) claim_idle: Duration,
     pub(crate) recovery: Recovery,
-    /// How long after its end a drained sale is retired.
-    pub(crate) retire_after: Duration,
+    pub(crate) retirement: Retirement,
 }
 
 impl Consumer {
@@ -89,7 +93,7 @@ impl Consumer {
         // streams it reaches.
         let mut known_active: Vec<u64> = Vec::new();
         let mut last_claim = Instant::now();
-        let retire_every = self.retire_after.min(RETIRE_EVERY);
+        let retire_every = self.retirement.after.min(RETIRE_EVERY);
         let mut last_retire = Instant::now();
         while !stop.is_cancelled() {
             let round = async {
@@ -195,13 +199,13 @@ impl Consumer {
         }
     }
 
-    /// Retires the sales that ended `retire_after` ago and drained.
+    /// Retires the sales that ended `retirement.after` ago and drained.
     /// Returns the vouchers retired.
     async fn retire(&self, streams: &[Stream]) -> Result<Vec<u64>, PersistError> {
         let mut retired = Vec::new();
         for stream in streams.iter().filter(|s| s.segment == 0) {
             let voucher = stream.voucher;
-            if mirror::retire(&self.db, &self.redis, &self.keys, &stream.segments, voucher, self.retire_after).await? {
+            if mirror::retire(&self.db, &self.redis, &self.keys, &stream.segments, voucher, self.retirement).await? {
                 tracing::info!(consumer = %self.name, voucher, "sale ended and drained; retired");
                 retired.push(voucher);
             }
