@@ -10,7 +10,7 @@ use tokio::sync::Mutex;
 use crate::keys::Keys;
 
 /// 2022-01-01T00:00:00Z: the generator's epoch.
-pub(crate) const EPOCH_SECS: i64 = 1_640_995_200;
+pub const EPOCH_SECS: i64 = 1_640_995_200;
 const SEQUENCE_BITS: u32 = 32;
 /// The per-day counters are kept a while for "orders per day" statistics,
 /// then left to expire instead of accumulating forever.

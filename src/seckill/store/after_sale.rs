@@ -58,42 +58,34 @@ pub(in crate::seckill) async fn redeem<'e>(db: impl MySqlExecutor<'e>, order_id:
 }
 
 /// Vouchers with unpaid orders past their deadline, oldest first (on
-/// `idx_unpaid`).
+/// `idx_unpaid`: the unpaid orders past due are read, not the paid,
+/// used, cancelled and refunded ones of the history).
+pub(super) const VOUCHERS_WITH_EXPIRED_ORDERS: &str = "SELECT DISTINCT voucher_id FROM tb_voucher_order
+     WHERE status = 1 AND create_time <= NOW() - INTERVAL ? SECOND LIMIT ?";
+
 pub(in crate::seckill) async fn vouchers_with_expired_orders<'e>(
     db: impl MySqlExecutor<'e>,
     pay_timeout_s: u64,
     limit: u32,
 ) -> sqlx::Result<Vec<u64>> {
-    sqlx::query_scalar(
-        "SELECT DISTINCT voucher_id FROM tb_voucher_order
-         WHERE status = 1 AND create_time <= NOW() - INTERVAL ? SECOND LIMIT ?",
-    )
-    .bind(pay_timeout_s)
-    .bind(limit)
-    .fetch_all(db)
-    .await
+    sqlx::query_scalar(VOUCHERS_WITH_EXPIRED_ORDERS).bind(pay_timeout_s).bind(limit).fetch_all(db).await
 }
 
 /// One voucher's unpaid orders past their deadline, locked (the voucher's
 /// row lock is held by the caller, so two sweeps take turns): (order id,
 /// user id, create time). On `idx_voucher_unpaid`, so the lock covers
 /// these rows, not the voucher's other orders.
+pub(super) const LOCK_EXPIRED_ORDERS: &str = "SELECT id, user_id, create_time FROM tb_voucher_order
+     WHERE voucher_id = ? AND status = 1 AND create_time <= NOW() - INTERVAL ? SECOND
+     ORDER BY create_time LIMIT ? FOR UPDATE";
+
 pub(in crate::seckill) async fn lock_expired_orders<'e>(
     db: impl MySqlExecutor<'e>,
     voucher_id: u64,
     pay_timeout_s: u64,
     limit: u32,
 ) -> sqlx::Result<Vec<(i64, u64, NaiveDateTime)>> {
-    sqlx::query_as(
-        "SELECT id, user_id, create_time FROM tb_voucher_order
-         WHERE voucher_id = ? AND status = 1 AND create_time <= NOW() - INTERVAL ? SECOND
-         ORDER BY create_time LIMIT ? FOR UPDATE",
-    )
-    .bind(voucher_id)
-    .bind(pay_timeout_s)
-    .bind(limit)
-    .fetch_all(db)
-    .await
+    sqlx::query_as(LOCK_EXPIRED_ORDERS).bind(voucher_id).bind(pay_timeout_s).bind(limit).fetch_all(db).await
 }
 
 /// Cancels these unpaid orders; returns how many were still unpaid.

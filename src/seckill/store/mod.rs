@@ -12,6 +12,8 @@
 mod after_sale;
 mod orders;
 mod paths;
+#[cfg(test)]
+mod plans;
 mod sale;
 
 pub(super) use after_sale::*;

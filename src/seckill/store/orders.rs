@@ -166,72 +166,61 @@ pub(in crate::seckill) struct OrderOwner {
 }
 
 /// Every order of the voucher: (order id, user id, live: neither
-/// cancelled nor refunded).
+/// cancelled nor refunded). On `idx_voucher_unpaid`: a load or a
+/// reconciliation reads its voucher's orders, not the history's
+/// (`plans.rs` holds it there).
+pub(super) const ORDERS_OF_VOUCHER: &str =
+    "SELECT id, user_id, CAST(live_voucher IS NOT NULL AS SIGNED) FROM tb_voucher_order WHERE voucher_id = ?";
+
 pub(in crate::seckill) async fn orders_of_voucher<'e>(
     db: impl MySqlExecutor<'e>,
     voucher_id: u64,
 ) -> sqlx::Result<Vec<(i64, u64, bool)>> {
-    let rows: Vec<(i64, u64, i64)> = sqlx::query_as(
-        "SELECT id, user_id, CAST(live_voucher IS NOT NULL AS SIGNED) FROM tb_voucher_order WHERE voucher_id = ?",
-    )
-    .bind(voucher_id)
-    .fetch_all(db)
-    .await?;
+    let rows: Vec<(i64, u64, i64)> = sqlx::query_as(ORDERS_OF_VOUCHER).bind(voucher_id).fetch_all(db).await?;
     Ok(rows.into_iter().map(|(id, user, live)| (id, user, live == 1)).collect())
 }
 
 /// The order if it exists and belongs to `user_id`.
+pub(super) const OWNED_ORDER: &str =
+    concat!("SELECT ", order_columns!(), " FROM tb_voucher_order WHERE id = ? AND user_id = ?");
+
 pub(in crate::seckill) async fn owned_order<'e>(
     db: impl MySqlExecutor<'e>,
     order_id: i64,
     user_id: u64,
 ) -> sqlx::Result<Option<OrderView>> {
-    sqlx::query_as::<_, OrderView>(concat!(
-        "SELECT ",
-        order_columns!(),
-        " FROM tb_voucher_order WHERE id = ? AND user_id = ?"
-    ))
-    .bind(order_id)
-    .bind(user_id)
-    .fetch_optional(db)
-    .await
+    sqlx::query_as::<_, OrderView>(OWNED_ORDER).bind(order_id).bind(user_id).fetch_optional(db).await
 }
 
-/// One page of the user's orders, newest first (ids grow with time).
+/// One page of the user's orders, newest first (ids grow with time). On
+/// `uk_user_voucher`: the user's orders are read, however long the
+/// history.
+pub(super) const OWNED_ORDERS: &str =
+    concat!("SELECT ", order_columns!(), " FROM tb_voucher_order WHERE user_id = ? ORDER BY id DESC LIMIT ? OFFSET ?");
+
 pub(in crate::seckill) async fn owned_orders<'e>(
     db: impl MySqlExecutor<'e>,
     user_id: u64,
     limit: u32,
     offset: u64,
 ) -> sqlx::Result<Vec<OrderView>> {
-    sqlx::query_as::<_, OrderView>(concat!(
-        "SELECT ",
-        order_columns!(),
-        " FROM tb_voucher_order WHERE user_id = ? ORDER BY id DESC LIMIT ? OFFSET ?"
-    ))
-    .bind(user_id)
-    .bind(limit)
-    .bind(offset)
-    .fetch_all(db)
-    .await
+    sqlx::query_as::<_, OrderView>(OWNED_ORDERS).bind(user_id).bind(limit).bind(offset).fetch_all(db).await
 }
 
+pub(super) const COUNT_OWNED: &str = "SELECT COUNT(*) FROM tb_voucher_order WHERE user_id = ?";
+
 pub(in crate::seckill) async fn count_owned<'e>(db: impl MySqlExecutor<'e>, user_id: u64) -> sqlx::Result<u64> {
-    let total: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM tb_voucher_order WHERE user_id = ?")
-        .bind(user_id)
-        .fetch_one(db)
-        .await?;
+    let total: i64 = sqlx::query_scalar(COUNT_OWNED).bind(user_id).fetch_one(db).await?;
     Ok(total.max(0) as u64)
 }
 
 /// The order row, whoever holds it (the shop's redemption, the payment
 /// callback).
+pub(super) const ORDER_BY_ID: &str = concat!("SELECT ", order_columns!(), " FROM tb_voucher_order WHERE id = ?");
+
 pub(in crate::seckill) async fn order_by_id<'e>(
     db: impl MySqlExecutor<'e>,
     order_id: i64,
 ) -> sqlx::Result<Option<OrderView>> {
-    sqlx::query_as::<_, OrderView>(concat!("SELECT ", order_columns!(), " FROM tb_voucher_order WHERE id = ?"))
-        .bind(order_id)
-        .fetch_optional(db)
-        .await
+    sqlx::query_as::<_, OrderView>(ORDER_BY_ID).bind(order_id).fetch_optional(db).await
 }

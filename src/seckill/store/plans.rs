@@ -1,0 +1,152 @@
+//! The statements a long history could make slow, held to their plans: on
+//! a table of many orders (200 vouchers, 20,000 users, 200,000 orders,
+//! every state, a share unpaid and past due), each reads through its index
+//! and examines what its own work needs, not the history. MariaDB's
+//! `ANALYZE FORMAT=JSON` runs the statement and reports the rows each
+//! table access really read.
+
+use serde_json::Value;
+use sqlx::{Connection, MySqlConnection, mysql::MySqlConnectOptions};
+
+use super::{after_sale, orders};
+
+const SCRATCH: &str = "hmdp_plans_test";
+const ORDERS: i64 = 200_000;
+/// Orders per user and per voucher in the seed.
+const PER_USER: i64 = 10;
+const PER_VOUCHER: i64 = ORDERS / VOUCHERS;
+const VOUCHERS: i64 = 200;
+/// One order in twenty is unpaid; all but the newest are past due.
+const UNPAID: i64 = ORDERS / 20;
+
+/// One table access of a plan as MariaDB ran it.
+#[derive(Debug)]
+struct Access {
+    table: String,
+    access_type: String,
+    key: Option<String>,
+    examined: f64,
+}
+
+/// Every table access in an `ANALYZE FORMAT=JSON` document.
+fn accesses(plan: &Value, found: &mut Vec<Access>) {
+    match plan {
+        Value::Object(map) => {
+            if let Some(table) = map.get("table_name").and_then(Value::as_str) {
+                let number = |name: &str| map.get(name).and_then(Value::as_f64).unwrap_or(0.0);
+                found.push(Access {
+                    table: table.to_owned(),
+                    access_type: map.get("access_type").and_then(Value::as_str).unwrap_or_default().to_owned(),
+                    key: map.get("key").and_then(Value::as_str).map(str::to_owned),
+                    examined: number("r_rows") * number("r_loops"),
+                });
+            }
+            map.values().for_each(|v| accesses(v, found));
+        }
+        Value::Array(items) => items.iter().for_each(|v| accesses(v, found)),
+        _ => {}
+    }
+}
+
+/// Runs `sql`, the service's own text, under `ANALYZE` with `args` bound
+/// to its placeholders (a server-side `PREPARE`, as `LIMIT ?` takes no
+/// session variable).
+async fn analyze(conn: &mut MySqlConnection, sql: &str, args: &[i64]) -> Vec<Access> {
+    sqlx::query("SET @plan = ?").bind(format!("ANALYZE FORMAT=JSON {sql}")).execute(&mut *conn).await.unwrap();
+    let mut using = Vec::new();
+    for (n, arg) in args.iter().enumerate() {
+        sqlx::query(&format!("SET @p{n} = ?")).bind(arg).execute(&mut *conn).await.unwrap();
+        using.push(format!("@p{n}"));
+    }
+    sqlx::raw_sql("PREPARE plan FROM @plan").execute(&mut *conn).await.unwrap();
+    let execute = match using.is_empty() {
+        true => "EXECUTE plan".to_owned(),
+        false => format!("EXECUTE plan USING {}", using.join(", ")),
+    };
+    let row = sqlx::raw_sql(&execute).fetch_one(&mut *conn).await.unwrap();
+    let plan: String = sqlx::Row::get(&row, 0);
+    let mut found = Vec::new();
+    accesses(&serde_json::from_str(&plan).unwrap(), &mut found);
+    assert!(!found.is_empty(), "no table access in the plan of {sql}: {plan}");
+    found
+}
+
+/// Holds `sql`'s one access to the orders to `key`, examining at most
+/// `bound` rows.
+async fn holds(conn: &mut MySqlConnection, name: &str, sql: &str, args: &[i64], key: &str, bound: i64) {
+    let found = analyze(conn, sql, args).await;
+    let [access] = found.as_slice() else { panic!("{name}: one table access expected, got {found:?}") };
+    assert_eq!(access.table, "tb_voucher_order", "{name}");
+    assert_ne!(access.access_type, "ALL", "{name} reads the whole table: {access:?}");
+    assert_eq!(access.key.as_deref(), Some(key), "{name} reads through another index: {access:?}");
+    assert!(access.examined <= bound as f64, "{name} examined {} rows, more than {bound}: {access:?}", access.examined);
+}
+
+async fn scratch_database() -> MySqlConnection {
+    let url = std::env::var("DATABASE_URL").expect("DATABASE_URL names the MariaDB the tests may use");
+    let options: MySqlConnectOptions = url.parse().unwrap();
+    let mut server = MySqlConnection::connect_with(&options.clone().database("information_schema")).await.unwrap();
+    sqlx::raw_sql(&format!("DROP DATABASE IF EXISTS {SCRATCH}; CREATE DATABASE {SCRATCH}"))
+        .execute(&mut server)
+        .await
+        .unwrap();
+    let pool = sqlx::MySqlPool::connect_with(options.clone().database(SCRATCH)).await.unwrap();
+    crate::schema::migrate(&pool).await.unwrap();
+    pool.close().await;
+    MySqlConnection::connect_with(&options.database(SCRATCH)).await.unwrap()
+}
+
+async fn seed(conn: &mut MySqlConnection) {
+    // Order k: user k / 10 (ten consecutive orders, ten vouchers), voucher
+    // k mod 200, one second apart up to now; states in twentieths: unpaid,
+    // cancelled, refunded, used twice, paid the rest.
+    sqlx::query(
+        "INSERT INTO tb_voucher_order (id, user_id, voucher_id, status, create_time)
+         SELECT seq, 1 + seq DIV ?, 1 + seq MOD ?,
+                ELT(1 + seq MOD 20, 1, 4, 6, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2),
+                NOW() - INTERVAL (? - 1 - seq) SECOND
+         FROM seq_0_to_199999", // ORDERS
+    )
+    .bind(PER_USER)
+    .bind(VOUCHERS)
+    .bind(ORDERS)
+    .execute(&mut *conn)
+    .await
+    .unwrap();
+    sqlx::raw_sql("ANALYZE TABLE tb_voucher_order").execute(&mut *conn).await.unwrap();
+}
+
+#[tokio::test]
+async fn the_history_queries_read_their_own_rows_not_the_history() {
+    let mut conn = scratch_database().await;
+    seed(&mut conn).await;
+    let c = &mut conn;
+    let (order, user, voucher) = (123_457, 1 + 123_457 / PER_USER, 7);
+
+    // An order lookup, by anyone and by its owner: one row.
+    holds(c, "order_by_id", orders::ORDER_BY_ID, &[order], "PRIMARY", 1).await;
+    holds(c, "owned_order", orders::OWNED_ORDER, &[order, user], "PRIMARY", 1).await;
+    // A user's order list and its count: the user's orders.
+    holds(c, "owned_orders", orders::OWNED_ORDERS, &[user, 10, 0], "uk_user_voucher", PER_USER).await;
+    holds(c, "count_owned", orders::COUNT_OWNED, &[user], "uk_user_voucher", PER_USER).await;
+    // A load or a reconciliation: the voucher's orders.
+    holds(c, "orders_of_voucher", orders::ORDERS_OF_VOUCHER, &[voucher], "idx_voucher_unpaid", PER_VOUCHER).await;
+    // The sweep: the unpaid orders past due, at most; then one voucher's
+    // of them, up to its batch.
+    let sweep = after_sale::VOUCHERS_WITH_EXPIRED_ORDERS;
+    let found = analyze(c, sweep, &[900, 100]).await;
+    let [access] = found.as_slice() else { panic!("the sweep's search: one access expected, got {found:?}") };
+    assert_ne!(access.access_type, "ALL", "the sweep's search reads the whole table: {access:?}");
+    assert!(access.key.is_some(), "the sweep's search reads no index: {access:?}");
+    assert!(access.examined <= UNPAID as f64, "the sweep's search examined {} rows: {access:?}", access.examined);
+    // Voucher 1's orders are all unpaid (k mod 200 = 0 is k mod 20 = 0):
+    // the batch of 500 is read, not the thousand.
+    let lock = after_sale::LOCK_EXPIRED_ORDERS;
+    holds(c, "lock_expired_orders", lock, &[1, 900, 500], "idx_voucher_unpaid", 500).await;
+
+    conn.close().await.ok();
+    let url = std::env::var("DATABASE_URL").unwrap();
+    let options: MySqlConnectOptions = url.parse().unwrap();
+    let mut server = MySqlConnection::connect_with(&options.database("information_schema")).await.unwrap();
+    sqlx::raw_sql(&format!("DROP DATABASE {SCRATCH}")).execute(&mut server).await.unwrap();
+}
