@@ -20,6 +20,11 @@
 //!
 //! `--history` keeps every request's answer on disk; `check-history` reads
 //! it against the tables afterwards (src/history.rs).
+//!
+//!     seckill-load seed-past --orders 10000000 --vouchers 1000 --users 1000000
+//!
+//! `seed-past` fills the database with a year of ended sales first
+//! (src/past.rs).
 
 mod aftersale;
 mod audit;
@@ -30,6 +35,7 @@ mod events;
 mod fate;
 mod guarded;
 mod history;
+mod past;
 mod report;
 mod sale;
 mod settle;
@@ -175,6 +181,10 @@ fn main() -> anyhow::Result<()> {
         Some("crowd") => {
             let args = crowd::CrowdArgs::parse_from(std::env::args().skip(1));
             return tokio::runtime::Runtime::new()?.block_on(crowd::run(args));
+        }
+        Some("seed-past") => {
+            let args = past::PastArgs::parse_from(std::env::args().skip(1));
+            return tokio::runtime::Runtime::new()?.block_on(past::run(args));
         }
         Some("check-history") => {
             let args = history::CheckArgs::parse_from(std::env::args().skip(1));
@@ -560,6 +570,7 @@ async fn create_voucher(client: &reqwest::Client, args: &Args, stock: i64) -> an
         title: format!("load test, stock {stock}"),
         stock,
         begin: chrono::Utc::now() - chrono::Duration::minutes(1),
+        lasts: chrono::Duration::hours(2),
         segments: args.segments,
         guard: args.guard.guard.as_deref(),
         admit_per_second: args.guard.admit_per_second,

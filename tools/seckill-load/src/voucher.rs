@@ -11,13 +11,14 @@ pub(crate) struct SaleVoucher<'a> {
     pub(crate) title: String,
     pub(crate) stock: i64,
     pub(crate) begin: chrono::DateTime<chrono::Utc>,
+    /// From `begin` to the sale's end.
+    pub(crate) lasts: chrono::Duration,
     pub(crate) segments: u8,
     pub(crate) guard: Option<&'a str>,
     pub(crate) admit_per_second: Option<u32>,
 }
 
-/// Creates the voucher at `base_url`; returns its id. The sale lasts two
-/// hours from `begin`.
+/// Creates the voucher at `base_url`; returns its id.
 pub(crate) async fn create(
     client: &reqwest::Client,
     base_url: &str,
@@ -28,7 +29,7 @@ pub(crate) async fn create(
         "shopId": 1, "title": voucher.title, "payValue": 100, "actualValue": 1000,
         "type": 1, "stock": voucher.stock,
         "beginTime": voucher.begin.to_rfc3339(),
-        "endTime": (voucher.begin + chrono::Duration::hours(2)).to_rfc3339(),
+        "endTime": (voucher.begin + voucher.lasts).to_rfc3339(),
     });
     if voucher.segments > 1 {
         body["segments"] = json!(voucher.segments);

@@ -35,6 +35,10 @@ pub struct CrowdArgs {
     /// enough to open every connection (a second per 1,000, at least 5).
     #[arg(long)]
     pub(super) open_in: Option<u64>,
+    /// Seconds from the opening to the sale's end (1 to 604,800): short
+    /// sales let `scripts/bench-retire` see a thousand sales end and leave.
+    #[arg(long, default_value_t = 7_200, value_parser = clap::value_parser!(u64).range(1..=604_800))]
+    pub(super) sale_seconds: u64,
     /// Connections per child process (each child needs one descriptor per
     /// connection under its hard limit).
     #[arg(long, default_value_t = 10_000)]

@@ -314,6 +314,7 @@ impl Crowd<'_> {
         };
         json!({
             "voucherId": self.vouchers[0],
+            "voucherIds": self.vouchers,
             "vouchers": self.vouchers.len(),
             "connections": args.connections,
             "processes": self.parts,
