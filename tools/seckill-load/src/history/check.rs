@@ -1,96 +1,12 @@
-//! A history of every request a sale sent (`--history FILE`), and a checker
-//! that reads it against the tables afterwards (`seckill-load
-//! check-history`). The history is what the clients were told, one JSON
-//! line each, kept on disk: a run's verdict can be worked out again, by
-//! another tool, after the stack is gone. The checker holds each answer to
-//! the rows: a 200 must have its row, a 202 may have lost it (its answer
-//! said so), and an answer that settled nothing (503, 502, 504, no answer
-//! at all) leaves the order either there or not, which the checker finds
-//! out for each.
-//!
-//! The file: a first line `{"sale": Header}`, then one `Entry` a line.
+//! `seckill-load check-history`: the history held to the tables.
 
-use std::{
-    collections::HashMap,
-    io::{BufRead, Write},
-    path::{Path, PathBuf},
-};
+use std::{collections::HashMap, path::PathBuf};
 
-use anyhow::Context;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use sqlx::MySqlPool;
 
+use super::file::{Entry, read};
 use crate::{audit, fate, report::Outcome};
-
-/// The sale the requests were sent to, as it stood before the first.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-#[serde(rename_all = "camelCase")]
-pub struct Header {
-    pub voucher_id: u64,
-    pub stock_before: i64,
-    pub orders_before: i64,
-    /// Users who came to buy (bots aside).
-    pub buyers: u64,
-}
-
-/// One request, by its last answer (a retrying client's attempts are one
-/// request).
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-#[serde(rename_all = "camelCase")]
-pub struct Entry {
-    /// Unix time in ms: the first attempt sent, the last answered.
-    pub sent_ms: u64,
-    pub answered_ms: u64,
-    /// The user's place in the run, and its id when known.
-    pub user: usize,
-    pub user_id: Option<u64>,
-    /// None: no answer (the connection failed or was lost).
-    pub status: Option<u16>,
-    pub error_code: Option<String>,
-    pub order_id: Option<i64>,
-    pub outcome: Outcome,
-    pub attempts: u32,
-}
-
-impl Entry {
-    /// An answer that says nothing of the order: it may exist or not.
-    fn settled_nothing(&self) -> bool {
-        matches!(self.status, None | Some(502..=504))
-    }
-}
-
-#[derive(Serialize, Deserialize)]
-struct HeaderLine {
-    sale: Header,
-}
-
-pub fn write(path: &Path, header: &Header, entries: &[Entry]) -> anyhow::Result<()> {
-    let file = std::fs::File::create(path).with_context(|| format!("writing {}", path.display()))?;
-    let mut out = std::io::BufWriter::new(file);
-    serde_json::to_writer(&mut out, &HeaderLine { sale: header.clone() })?;
-    out.write_all(b"\n")?;
-    let mut sorted: Vec<&Entry> = entries.iter().collect();
-    sorted.sort_by_key(|e| e.sent_ms);
-    for entry in sorted {
-        serde_json::to_writer(&mut out, entry)?;
-        out.write_all(b"\n")?;
-    }
-    out.flush()?;
-    Ok(())
-}
-
-pub fn read(path: &Path) -> anyhow::Result<(Header, Vec<Entry>)> {
-    let file = std::fs::File::open(path).with_context(|| format!("reading {}", path.display()))?;
-    let mut lines = std::io::BufReader::new(file).lines();
-    let first = lines.next().context("the history is empty: not even its sale")??;
-    let HeaderLine { sale } = serde_json::from_str(&first).context("the history's first line is not its sale")?;
-    let mut entries = Vec::new();
-    for (n, line) in lines.enumerate() {
-        let line = line?;
-        entries.push(serde_json::from_str(&line).with_context(|| format!("line {} of the history", n + 2))?);
-    }
-    Ok((sale, entries))
-}
 
 #[derive(clap::Parser)]
 #[command(name = "seckill-load check-history", about = "Read a sale's history (--history) against the tables")]
@@ -214,7 +130,7 @@ pub async fn check(args: CheckArgs) -> anyhow::Result<()> {
     let findings = find(&entries, &rows, args.healed_at_ms);
     let count = |o: Outcome| entries.iter().filter(|e| e.outcome == o).count() as u64;
     let stock_added = match &args.stock_delta_file {
-        Some(path) => crate::read_stock_deltas(path)?,
+        Some(path) => audit::read_stock_deltas(path)?,
         None => 0,
     };
     let before = audit::Snapshot::new(sale.stock_before, sale.orders_before);
@@ -254,49 +170,70 @@ pub async fn check(args: CheckArgs) -> anyhow::Result<()> {
             "redisAgrees": reconciliation.as_ref().map(hmdp::seckill::Reconciliation::agrees)
         }))?
     );
-    let mut problems = fates.as_ref().map(fate::Fates::problems).unwrap_or_default();
-    if let Some(report) = &reconciliation
-        && !report.agrees()
-    {
-        problems.push(format!("Redis and MariaDB disagree once drained: {}", report.render().trim()));
-    }
-    problems.extend(resolutions.as_ref().map(fate::Resolutions::problems).unwrap_or_default());
-    match &findings.answers {
-        None => problems.push("users of unknown id: the answers cannot be held to the rows".into()),
-        Some(a) if a.success_without_row > 0 && !args.replica_wait_off => {
-            problems.push(format!("{} answers of 200 without their row", a.success_without_row));
-        }
-        Some(a) if a.rows_told_failed > 0 && !args.untold_allowed => {
-            problems.push(format!("{} rows whose user was never told", a.rows_told_failed));
-        }
-        Some(_) => {}
-    }
-    if let Some(bound) = args.max_stall_ms
-        && findings.longest_stall_ms > bound
-    {
-        problems.push(format!("the sale sold nothing for {} ms (at most {bound})", findings.longest_stall_ms));
-    }
-    // Untold rows are orders of no success answer: the ledger would count
-    // them against the answers too.
-    let untold = findings.answers.as_ref().map_or(0, |a| a.rows_told_failed) as i64;
-    let lost = findings.answers.as_ref().map_or(0, |a| a.success_without_row) as i64;
-    let ledger_holds = ledger.passed
-        || (args.replica_wait_off
-            && ledger.oversold == 0
-            && ledger.duplicate_pairs == 0
-            && ledger.stock_plus_orders_is_initial
-            && ledger.new_orders == (ledger.success_answers + ledger.unreplicated_answers) as i64 - lost)
-        || (args.untold_allowed
-            && ledger.oversold == 0
-            && ledger.duplicate_pairs == 0
-            && ledger.stock_plus_orders_is_initial
-            && ledger.new_orders <= (ledger.success_answers + ledger.unreplicated_answers) as i64 + untold);
-    if !ledger_holds {
-        problems
-            .push("the ledger does not add up (oversold, a duplicate, stock + orders, orders against answers)".into());
-    }
+    let checked = Checked { findings: &findings, ledger: &ledger, fates: &fates, resolutions: &resolutions };
+    let problems = checked.problems(&args, reconciliation.as_ref());
     anyhow::ensure!(problems.is_empty(), "the history against the tables: {}", problems.join("; "));
     Ok(())
+}
+
+/// What `check` found, held to the run's allowances.
+struct Checked<'a> {
+    findings: &'a Findings,
+    ledger: &'a audit::Audit,
+    fates: &'a Option<fate::Fates>,
+    resolutions: &'a Option<fate::Resolutions>,
+}
+
+impl Checked<'_> {
+    /// Everything the history and the tables disagree on; empty when they
+    /// agree.
+    fn problems(&self, args: &CheckArgs, reconciliation: Option<&hmdp::seckill::Reconciliation>) -> Vec<String> {
+        let mut problems = self.fates.as_ref().map(fate::Fates::problems).unwrap_or_default();
+        if let Some(report) = reconciliation
+            && !report.agrees()
+        {
+            problems.push(format!("Redis and MariaDB disagree once drained: {}", report.render().trim()));
+        }
+        problems.extend(self.resolutions.as_ref().map(fate::Resolutions::problems).unwrap_or_default());
+        match &self.findings.answers {
+            None => problems.push("users of unknown id: the answers cannot be held to the rows".into()),
+            Some(a) if a.success_without_row > 0 && !args.replica_wait_off => {
+                problems.push(format!("{} answers of 200 without their row", a.success_without_row));
+            }
+            Some(a) if a.rows_told_failed > 0 && !args.untold_allowed => {
+                problems.push(format!("{} rows whose user was never told", a.rows_told_failed));
+            }
+            Some(_) => {}
+        }
+        if let Some(bound) = args.max_stall_ms
+            && self.findings.longest_stall_ms > bound
+        {
+            problems.push(format!("the sale sold nothing for {} ms (at most {bound})", self.findings.longest_stall_ms));
+        }
+        // Untold rows are orders of no success answer: the ledger would count
+        // them against the answers too.
+        let untold = self.findings.answers.as_ref().map_or(0, |a| a.rows_told_failed) as i64;
+        let lost = self.findings.answers.as_ref().map_or(0, |a| a.success_without_row) as i64;
+        let ledger_holds = self.ledger.passed
+            || (args.replica_wait_off
+                && self.ledger.oversold == 0
+                && self.ledger.duplicate_pairs == 0
+                && self.ledger.stock_plus_orders_is_initial
+                && self.ledger.new_orders
+                    == (self.ledger.success_answers + self.ledger.unreplicated_answers) as i64 - lost)
+            || (args.untold_allowed
+                && self.ledger.oversold == 0
+                && self.ledger.duplicate_pairs == 0
+                && self.ledger.stock_plus_orders_is_initial
+                && self.ledger.new_orders
+                    <= (self.ledger.success_answers + self.ledger.unreplicated_answers) as i64 + untold);
+        if !ledger_holds {
+            problems.push(
+                "the ledger does not add up (oversold, a duplicate, stock + orders, orders against answers)".into(),
+            );
+        }
+        problems
+    }
 }
 
 /// The entries `which` picks, as the buyers' lookups need them.
@@ -324,6 +261,7 @@ async fn live_rows(db: &MySqlPool, voucher: u64) -> anyhow::Result<HashMap<u64, 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::history::file::{Header, write};
 
     fn entry(user: usize, outcome: Outcome, status: Option<u16>, order_id: Option<i64>, sent_ms: u64) -> Entry {
         Entry {

@@ -14,8 +14,8 @@ use std::{
 
 use serde_json::Value;
 
+use super::args::Args;
 use crate::{
-    Args,
     guarded::{self, Admitted, Greedy, Ledger},
     history,
     report::{Outcome, Recorder},

@@ -1,201 +1,11 @@
-//! A chaos run: the sale under one fault. The fault itself is injected by a
-//! command the caller names (`scripts/chaos` keeps the injectors and the
-//! stack, which are shell work); everything else is here: when the fault
-//! lands, whether every instance serves again and sells a fresh order, the
-//! lock holds lost, and the verdict on the run, strict as the table has
-//! always been. A run counts only when its fault showed it happened, and a
-//! sale that ended before its fault proves nothing.
+//! The verdict on a chaos run, strict as the table has always been.
 
-use std::{
-    collections::BTreeMap,
-    io::Write,
-    path::{Path, PathBuf},
-    time::{Duration, Instant},
-};
+use std::{collections::BTreeMap, io::Write, path::Path};
 
 use anyhow::Context;
-use serde_json::{Value, json};
 
+use super::{injection::Injection, probe::RECOVERY};
 use crate::{aftersale::AfterSaleReport, audit::Audit};
-
-/// How long an instance may take to serve again once the fault is over.
-const RECOVERY: Duration = Duration::from_secs(5);
-
-#[derive(Debug, Clone, clap::Args)]
-pub struct ChaosArgs {
-    /// A chaos run: the fault's name, for the table and its rules
-    /// (`instance-kill` may lose the answers of the process it kills, a
-    /// `-nowait` fault the orders no replica acknowledged).
-    #[arg(long)]
-    pub fault: Option<String>,
-    /// The command that injects the fault, run through `sh -c` this many
-    /// seconds after the first request (`--fault-at`); it exits 0 when the
-    /// fault happened, and what it prints shows it.
-    #[arg(long, requires = "fault")]
-    pub inject: Option<String>,
-    #[arg(long, default_value_t = 1.5)]
-    pub fault_at: f64,
-    /// The seckill mode the stack runs in, for the table and the Redis check.
-    #[arg(long, default_value = "sync")]
-    pub mode: String,
-    /// The instances that must serve again after the fault (host:port).
-    #[arg(long, value_delimiter = ',', default_value = "127.0.0.1:8081,127.0.0.1:8082")]
-    pub instances: Vec<String>,
-    /// The run's row is appended to this Markdown table, and what it found
-    /// wrong to this file.
-    #[arg(long)]
-    pub table: Option<PathBuf>,
-    #[arg(long)]
-    pub problems: Option<PathBuf>,
-}
-
-/// What the injection showed.
-#[derive(Debug, Clone)]
-pub struct Injection {
-    pub happened: bool,
-    pub evidence: String,
-    /// Every instance answered `/ready` within `RECOVERY` of the fault's end.
-    pub recovered: bool,
-    /// When the injection began and when it returned (the fault over: a
-    /// killed master's replica promoted, a paused Redis let go).
-    pub started: Instant,
-    pub ended: Instant,
-}
-
-impl Injection {
-    /// Whether `at` fell while the fault lasted.
-    pub fn lasted(&self, at: Instant) -> bool {
-        (self.started..=self.ended).contains(&at)
-    }
-}
-
-/// Starts the fault's clock: the command runs `fault_at` after now, and the
-/// instances are watched once it returns. The command finds the sale's
-/// voucher in `SALE_VOUCHER_ID` (a fault aimed at the voucher's master).
-pub fn inject(args: &ChaosArgs, client: reqwest::Client, voucher: u64) -> tokio::task::JoinHandle<Injection> {
-    let (command, at, instances) =
-        (args.inject.clone().unwrap_or_default(), Duration::from_secs_f64(args.fault_at), args.instances.clone());
-    tokio::spawn(async move {
-        tokio::time::sleep(at).await;
-        let started = Instant::now();
-        let ran = tokio::process::Command::new("sh")
-            .arg("-c")
-            .arg(&command)
-            .env("SALE_VOUCHER_ID", voucher.to_string())
-            .output()
-            .await;
-        let ended = Instant::now();
-        let (happened, evidence) = match ran {
-            Ok(out) => {
-                let said = String::from_utf8_lossy(&out.stdout).trim().to_owned();
-                (
-                    out.status.success(),
-                    if said.is_empty() { String::from_utf8_lossy(&out.stderr).trim().to_owned() } else { said },
-                )
-            }
-            Err(err) => (false, format!("could not run {command:?}: {err}")),
-        };
-        eprintln!("fault: {}{evidence}", if happened { "" } else { "FAILED: " });
-        let recovered = serving_again(&client, &instances).await;
-        Injection { happened, evidence, recovered, started, ended }
-    })
-}
-
-/// Every instance answers `/ready` within `RECOVERY`.
-async fn serving_again(client: &reqwest::Client, instances: &[String]) -> bool {
-    let deadline = Instant::now() + RECOVERY;
-    for instance in instances {
-        loop {
-            let ready = client.get(format!("http://{instance}/ready")).send().await;
-            if ready.is_ok_and(|r| r.status().is_success()) {
-                break;
-            }
-            if Instant::now() >= deadline {
-                return false;
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-    }
-    true
-}
-
-/// Lock holds lost so far, summed over the instances' `/metrics`.
-pub async fn locks_lost(client: &reqwest::Client, instances: &[String]) -> u64 {
-    let mut sum = 0;
-    for instance in instances {
-        if let Ok(answer) = client.get(format!("http://{instance}/metrics")).send().await
-            && let Ok(text) = answer.text().await
-        {
-            sum += sample(&text, "hmdp_lock_events_total", &[("event", "lost")]).unwrap_or(0.0) as u64;
-        }
-    }
-    sum
-}
-
-/// One sample of Prometheus' text format: the metric with exactly these
-/// labels among its own.
-fn sample(text: &str, metric: &str, labels: &[(&str, &str)]) -> Option<f64> {
-    text.lines().filter(|line| !line.starts_with('#')).find_map(|line| {
-        let (name_and_labels, value) = line.rsplit_once(' ')?;
-        let (name, rest) = match name_and_labels.split_once('{') {
-            Some((name, rest)) => (name, rest.strip_suffix('}')?),
-            None => (name_and_labels, ""),
-        };
-        if name != metric {
-            return None;
-        }
-        let have: Vec<(&str, &str)> = rest
-            .split(',')
-            .filter(|pair| !pair.is_empty())
-            .filter_map(|pair| {
-                let (k, v) = pair.split_once('=')?;
-                Some((k, v.trim_matches('"')))
-            })
-            .collect();
-        labels.iter().all(|wanted| have.contains(wanted)).then(|| value.parse().ok()).flatten()
-    })
-}
-
-/// After the sale: a fresh voucher sells one order on every instance that
-/// must serve (answering `/ready` is not taking orders). `Ok(())` or why not.
-pub async fn orders_again(
-    client: &reqwest::Client,
-    instances: &[String],
-    admin_key: &str,
-    tokens: &[&str],
-) -> Result<(), String> {
-    let now = chrono::Utc::now();
-    let body = json!({
-        "shopId": 1, "title": "chaos: orders again", "payValue": 1, "actualValue": 2, "type": 1, "stock": 5,
-        "beginTime": (now - chrono::Duration::minutes(1)).to_rfc3339(),
-        "endTime": (now + chrono::Duration::hours(1)).to_rfc3339(),
-    });
-    let first = instances.first().ok_or("no instance")?;
-    let created: Value = client
-        .post(format!("http://{first}/voucher/seckill"))
-        .header("x-admin-key", admin_key)
-        .json(&body)
-        .send()
-        .await
-        .map_err(|e| format!("creating a voucher: {e}"))?
-        .json()
-        .await
-        .map_err(|e| format!("creating a voucher: {e}"))?;
-    let voucher = created["data"].as_u64().ok_or(format!("creating a voucher answered {created}"))?;
-    for (instance, token) in instances.iter().zip(tokens) {
-        let answer = client
-            .post(format!("http://{instance}/voucher-order/seckill/{voucher}"))
-            .header("authorization", *token)
-            .send()
-            .await
-            .map_err(|e| format!("{instance}: {e}"))?;
-        let answer: Value = answer.json().await.map_err(|e| format!("{instance}: {e}"))?;
-        if answer["success"] != true {
-            return Err(format!("{instance}: {answer}"));
-        }
-    }
-    Ok(())
-}
 
 /// One run as the verdict sees it.
 pub struct Run<'a> {
@@ -429,8 +239,9 @@ fn append(path: &Path, text: &str) -> anyhow::Result<()> {
 mod tests {
     use std::{collections::BTreeMap, time::Instant};
 
-    use super::{Injection, Run, sample};
+    use super::{Injection, Run};
     use crate::audit::{AnswerCheck, Audit};
+    use crate::chaos::probe::sample;
 
     fn clean_audit() -> Audit {
         Audit {

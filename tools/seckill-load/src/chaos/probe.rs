@@ -1,0 +1,105 @@
+//! What the instances say after a fault: serving again, the lock holds
+//! they lost, a fresh order sold on each.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+/// How long an instance may take to serve again once the fault is over.
+pub(super) const RECOVERY: Duration = Duration::from_secs(5);
+
+/// Every instance answers `/ready` within `RECOVERY`.
+pub(super) async fn serving_again(client: &reqwest::Client, instances: &[String]) -> bool {
+    let deadline = Instant::now() + RECOVERY;
+    for instance in instances {
+        loop {
+            let ready = client.get(format!("http://{instance}/ready")).send().await;
+            if ready.is_ok_and(|r| r.status().is_success()) {
+                break;
+            }
+            if Instant::now() >= deadline {
+                return false;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    true
+}
+
+/// Lock holds lost so far, summed over the instances' `/metrics`.
+pub async fn locks_lost(client: &reqwest::Client, instances: &[String]) -> u64 {
+    let mut sum = 0;
+    for instance in instances {
+        if let Ok(answer) = client.get(format!("http://{instance}/metrics")).send().await
+            && let Ok(text) = answer.text().await
+        {
+            sum += sample(&text, "hmdp_lock_events_total", &[("event", "lost")]).unwrap_or(0.0) as u64;
+        }
+    }
+    sum
+}
+
+/// One sample of Prometheus' text format: the metric with exactly these
+/// labels among its own.
+pub(super) fn sample(text: &str, metric: &str, labels: &[(&str, &str)]) -> Option<f64> {
+    text.lines().filter(|line| !line.starts_with('#')).find_map(|line| {
+        let (name_and_labels, value) = line.rsplit_once(' ')?;
+        let (name, rest) = match name_and_labels.split_once('{') {
+            Some((name, rest)) => (name, rest.strip_suffix('}')?),
+            None => (name_and_labels, ""),
+        };
+        if name != metric {
+            return None;
+        }
+        let have: Vec<(&str, &str)> = rest
+            .split(',')
+            .filter(|pair| !pair.is_empty())
+            .filter_map(|pair| {
+                let (k, v) = pair.split_once('=')?;
+                Some((k, v.trim_matches('"')))
+            })
+            .collect();
+        labels.iter().all(|wanted| have.contains(wanted)).then(|| value.parse().ok()).flatten()
+    })
+}
+
+/// After the sale: a fresh voucher sells one order on every instance that
+/// must serve (answering `/ready` is not taking orders). `Ok(())` or why not.
+pub async fn orders_again(
+    client: &reqwest::Client,
+    instances: &[String],
+    admin_key: &str,
+    tokens: &[&str],
+) -> Result<(), String> {
+    let now = chrono::Utc::now();
+    let body = json!({
+        "shopId": 1, "title": "chaos: orders again", "payValue": 1, "actualValue": 2, "type": 1, "stock": 5,
+        "beginTime": (now - chrono::Duration::minutes(1)).to_rfc3339(),
+        "endTime": (now + chrono::Duration::hours(1)).to_rfc3339(),
+    });
+    let first = instances.first().ok_or("no instance")?;
+    let created: Value = client
+        .post(format!("http://{first}/voucher/seckill"))
+        .header("x-admin-key", admin_key)
+        .json(&body)
+        .send()
+        .await
+        .map_err(|e| format!("creating a voucher: {e}"))?
+        .json()
+        .await
+        .map_err(|e| format!("creating a voucher: {e}"))?;
+    let voucher = created["data"].as_u64().ok_or(format!("creating a voucher answered {created}"))?;
+    for (instance, token) in instances.iter().zip(tokens) {
+        let answer = client
+            .post(format!("http://{instance}/voucher-order/seckill/{voucher}"))
+            .header("authorization", *token)
+            .send()
+            .await
+            .map_err(|e| format!("{instance}: {e}"))?;
+        let answer: Value = answer.json().await.map_err(|e| format!("{instance}: {e}"))?;
+        if answer["success"] != true {
+            return Err(format!("{instance}: {answer}"));
+        }
+    }
+    Ok(())
+}

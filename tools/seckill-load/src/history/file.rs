@@ -1,0 +1,82 @@
+//! The history on disk: a first line `{"sale": Header}`, then one `Entry`
+//! a line, sorted by the time each request was sent.
+
+use std::{
+    io::{BufRead, Write},
+    path::Path,
+};
+
+use anyhow::Context;
+use serde::{Deserialize, Serialize};
+
+use crate::report::Outcome;
+
+/// The sale the requests were sent to, as it stood before the first.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct Header {
+    pub voucher_id: u64,
+    pub stock_before: i64,
+    pub orders_before: i64,
+    /// Users who came to buy (bots aside).
+    pub buyers: u64,
+}
+
+/// One request, by its last answer (a retrying client's attempts are one
+/// request).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct Entry {
+    /// Unix time in ms: the first attempt sent, the last answered.
+    pub sent_ms: u64,
+    pub answered_ms: u64,
+    /// The user's place in the run, and its id when known.
+    pub user: usize,
+    pub user_id: Option<u64>,
+    /// None: no answer (the connection failed or was lost).
+    pub status: Option<u16>,
+    pub error_code: Option<String>,
+    pub order_id: Option<i64>,
+    pub outcome: Outcome,
+    pub attempts: u32,
+}
+
+impl Entry {
+    /// An answer that says nothing of the order: it may exist or not.
+    pub(super) fn settled_nothing(&self) -> bool {
+        matches!(self.status, None | Some(502..=504))
+    }
+}
+
+#[derive(Serialize, Deserialize)]
+struct HeaderLine {
+    sale: Header,
+}
+
+pub fn write(path: &Path, header: &Header, entries: &[Entry]) -> anyhow::Result<()> {
+    let file = std::fs::File::create(path).with_context(|| format!("writing {}", path.display()))?;
+    let mut out = std::io::BufWriter::new(file);
+    serde_json::to_writer(&mut out, &HeaderLine { sale: header.clone() })?;
+    out.write_all(b"\n")?;
+    let mut sorted: Vec<&Entry> = entries.iter().collect();
+    sorted.sort_by_key(|e| e.sent_ms);
+    for entry in sorted {
+        serde_json::to_writer(&mut out, entry)?;
+        out.write_all(b"\n")?;
+    }
+    out.flush()?;
+    Ok(())
+}
+
+pub fn read(path: &Path) -> anyhow::Result<(Header, Vec<Entry>)> {
+    let file = std::fs::File::open(path).with_context(|| format!("reading {}", path.display()))?;
+    let mut lines = std::io::BufReader::new(file).lines();
+    let first = lines.next().context("the history is empty: not even its sale")??;
+    let HeaderLine { sale } = serde_json::from_str(&first).context("the history's first line is not its sale")?;
+    let mut entries = Vec::new();
+    for (n, line) in lines.enumerate() {
+        let line = line?;
+        entries.push(serde_json::from_str(&line).with_context(|| format!("line {} of the history", n + 2))?);
+    }
+    Ok((sale, entries))
+}
