@@ -8,6 +8,7 @@
 //! lives, the lab the order paths'. Secrets never reach a log: the groups
 //! that hold one write their `Debug` by hand.
 
+mod asynchronous;
 mod auth;
 mod events;
 mod limits;
@@ -20,13 +21,12 @@ mod table;
 
 use clap::Args;
 
+pub use asynchronous::AsyncSettings;
 pub use auth::{AuthSettings, MIN_JWT_SECRET_LEN};
 pub use events::{EventSettings, OrderEvents};
 pub use limits::LimitSettings;
 pub use salepath::SalePathSettings;
-pub use seckill::{
-    AsyncSettings, IDS_PER_DAY, MAX_INSTANCES, OrderSettings, SeckillMode, SeckillSettings, SyncSettings,
-};
+pub use seckill::{IDS_PER_DAY, MAX_INSTANCES, OrderSettings, SeckillMode, SeckillSettings, SyncSettings};
 pub use server::{MIN_ADMIN_KEY_LEN, ServerSettings, TrustedProxies};
 pub use store::{DatabaseSettings, DatabaseUrl, RedisSettings, ReplicaSettings};
 pub use table::DEFAULT_LOG_FILTER;

@@ -12,14 +12,14 @@
 //!
 //!     seckill-load crowd --connections 10000 --users 30000 --stock 20000
 //!
-//! `crowd` is the opening instant instead (src/crowd.rs): the connections
+//! `crowd` is the opening instant instead (`crowd/`): the connections
 //! are opened and held before the window opens and all order at once.
 //!
 //!     seckill-load --stock 200 --users 1000 --history sale.jsonl
 //!     seckill-load check-history --history sale.jsonl
 //!
 //! `--history` keeps every request's answer on disk; `check-history` reads
-//! it against the tables afterwards (src/history.rs).
+//! it against the tables afterwards (`history/`).
 //!
 //!     seckill-load seed-past --orders 10000000 --vouchers 1000 --users 1000000
 //!
