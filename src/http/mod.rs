@@ -18,6 +18,7 @@ mod course;
 mod malformed;
 mod metrics;
 mod plumbing;
+mod request_id;
 
 use std::any::Any;
 

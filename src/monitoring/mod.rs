@@ -13,7 +13,7 @@ use axum::{
     response::{IntoResponse, Response},
     routing::get,
 };
-use metrics::{counter, gauge};
+use metrics::{Unit, counter, describe_counter, describe_gauge, describe_histogram, gauge};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use sqlx::MySqlPool;
 
@@ -49,7 +49,13 @@ pub(crate) fn recorder() -> PrometheusHandle {
 /// wants every family explained. Names are listed here once, whichever
 /// module counts them.
 fn describe() {
-    use metrics::{Unit, describe_counter, describe_gauge, describe_histogram};
+    describe_orders();
+    describe_serving();
+    describe_order_paths();
+}
+
+/// The orders' life after the sale and what Redis was told about them.
+fn describe_orders() {
     describe_counter!(
         "hmdp_order_transitions_total",
         "orders moved to a state (PAID, USED, CANCELLED, REFUNDED), by whom: a request or the unpaid timeout"
@@ -72,6 +78,10 @@ fn describe() {
         "hmdp_orders_vanished_total",
         "orders answered 202 that a demoted Redis master took along, recorded FAILED"
     );
+}
+
+/// Requests, connections, dependencies and the lock.
+fn describe_serving() {
     describe_counter!("hmdp_http_requests_total", "HTTP requests answered, by method, matched route and status");
     describe_gauge!("hmdp_connections_open", "Connections open, by listener (tcp, or proxy: nginx's socket)");
     describe_counter!(
@@ -101,6 +111,11 @@ fn describe() {
         "hmdp_lock_events_total",
         "Order lock events since start: acquired, reentered, contended, wait_timeout, renewed, lost, abandoned"
     );
+}
+
+/// The order paths: group commit, the asynchronous stream, segments, the
+/// sale path, ids.
+fn describe_order_paths() {
     describe_counter!("hmdp_group_commit_groups_total", "Transactions committed by the group-commit path");
     describe_counter!("hmdp_group_commit_orders_total", "Orders committed by the group-commit path");
     describe_gauge!("hmdp_async_stream_length", "Entries in a voucher's order stream (asynchronous mode)");
