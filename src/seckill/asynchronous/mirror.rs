@@ -73,13 +73,13 @@ impl Mirror {
         }
         let made: Option<String> = self.redis.clone().hget(&self.keys.seckill(voucher_id).window, "made").await?;
         if let Some(made) = made {
-            let Some(sale) = store::sale(&self.db, voucher_id).await? else {
-                self.missing.insert(voucher_id, ());
-                return Err(SeckillError::NoSuchVoucher);
-            };
+            // The stamp comes with the segments, read once per voucher (by
+            // the consumers as soon as the sale is active, before it
+            // opens): a first order costs Redis one read, not MariaDB one.
+            let segments = self.segments(voucher_id).await?;
             // An ended sale is not loaded again: its stale keys stay unused,
             // as every order is answered ENDED here.
-            if made != sale.stamp() {
+            if segments.stamp() != Some(made.as_str()) {
                 // Another voucher's segments may differ from this one's.
                 self.maps.forget(voucher_id);
                 self.load(voucher_id).await?;

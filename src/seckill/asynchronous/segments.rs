@@ -40,13 +40,21 @@ const KNOWN_MAX: usize = 10_000;
 /// One voucher's segments.
 pub(super) struct Segments {
     keys: Vec<Arc<SeckillKeys>>,
+    /// The voucher's stamp in MariaDB (`SaleRow::stamp`); `None` for a
+    /// voucher whose row is gone.
+    stamp: Option<String>,
     /// The borrowing between segments; `None` for a voucher of one segment.
     borrowing: Option<SegmentedStock>,
 }
 
 impl Segments {
-    fn single(keys: Arc<SeckillKeys>) -> Self {
-        Self { keys: vec![keys], borrowing: None }
+    fn single(keys: Arc<SeckillKeys>, stamp: Option<String>) -> Self {
+        Self { keys: vec![keys], stamp, borrowing: None }
+    }
+
+    /// What the voucher's keys must have been made for (`made`).
+    pub(super) fn stamp(&self) -> Option<&str> {
+        self.stamp.as_deref()
     }
 
     /// Every segment's keys, segment 0 (the voucher's own) first.
@@ -95,8 +103,8 @@ impl SegmentMaps {
         if let Some(known) = self.known.get(voucher_id) {
             return Ok(Some(known));
         }
-        let Some(tags) = store::segment_tags(&self.db, voucher_id).await? else { return Ok(None) };
-        let segments = Arc::new(self.build(voucher_id, &tags));
+        let Some((tags, stamp)) = store::segment_tags_and_stamp(&self.db, voucher_id).await? else { return Ok(None) };
+        let segments = Arc::new(self.build(voucher_id, &tags, stamp));
         self.known.insert(voucher_id, segments.clone());
         Ok(Some(segments))
     }
@@ -106,7 +114,7 @@ impl SegmentMaps {
     pub(super) async fn of_or_single(&self, voucher_id: u64) -> sqlx::Result<Arc<Segments>> {
         Ok(match self.of(voucher_id).await? {
             Some(segments) => segments,
-            None => Arc::new(Segments::single(self.keys.seckill(voucher_id))),
+            None => Arc::new(Segments::single(self.keys.seckill(voucher_id), None)),
         })
     }
 
@@ -117,10 +125,10 @@ impl SegmentMaps {
         self.known.remove(voucher_id);
     }
 
-    fn build(&self, voucher_id: u64, tags: &str) -> Segments {
+    fn build(&self, voucher_id: u64, tags: &str, stamp: String) -> Segments {
         let tags = recorded_tags(voucher_id, tags);
         if tags.len() == 1 {
-            return Segments::single(self.keys.seckill(voucher_id));
+            return Segments::single(self.keys.seckill(voucher_id), Some(stamp));
         }
         let keys: Vec<Arc<SeckillKeys>> = std::iter::once(self.keys.seckill(voucher_id))
             .chain(tags[1..].iter().map(|tag| Arc::new(self.keys.seckill_segment(tag))))
@@ -134,6 +142,6 @@ impl SegmentMaps {
                 received: sk.received.clone(),
             })
             .collect();
-        Segments { keys, borrowing: Some(SegmentedStock::new(self.redis.clone(), stock)) }
+        Segments { keys, stamp: Some(stamp), borrowing: Some(SegmentedStock::new(self.redis.clone(), stock)) }
     }
 }

@@ -23,13 +23,19 @@ impl SaleRow {
     /// window hash), so keys left under the same id by another database's
     /// voucher are told apart from this voucher's.
     pub(in crate::seckill) fn stamp(&self) -> String {
-        format!(
-            "{}:{}:{}",
-            self.create_time.and_utc().timestamp(),
-            self.begin_time.and_utc().timestamp_millis(),
-            self.end_time.and_utc().timestamp_millis()
-        )
+        stamp_of(self.create_time, self.begin_time, self.end_time)
     }
+}
+
+/// The stamp of a voucher made at `create_time` for the window
+/// `begin..end` (`SaleRow::stamp`): what never changes of its row.
+fn stamp_of(create_time: NaiveDateTime, begin: NaiveDateTime, end: NaiveDateTime) -> String {
+    format!(
+        "{}:{}:{}",
+        create_time.and_utc().timestamp(),
+        begin.and_utc().timestamp_millis(),
+        end.and_utc().timestamp_millis()
+    )
 }
 
 /// `tb_voucher.status` of a voucher that sells.
@@ -80,6 +86,24 @@ pub(in crate::seckill) async fn segment_tags<'e>(
         .bind(voucher_id)
         .fetch_optional(db)
         .await
+}
+
+/// The segments' tags and the voucher's stamp (`SaleRow::stamp`), read
+/// together once per voucher and instance: the stamp is what an
+/// instance's first order compares Redis's `made` with, and neither
+/// changes while the row lives. `None` for a voucher that is not a
+/// seckill one.
+pub(in crate::seckill) async fn segment_tags_and_stamp<'e>(
+    db: impl MySqlExecutor<'e>,
+    voucher_id: u64,
+) -> sqlx::Result<Option<(String, String)>> {
+    let row: Option<(String, NaiveDateTime, NaiveDateTime, NaiveDateTime)> = sqlx::query_as(
+        "SELECT segment_tags, create_time, begin_time, end_time FROM tb_seckill_voucher WHERE voucher_id = ?",
+    )
+    .bind(voucher_id)
+    .fetch_optional(db)
+    .await?;
+    Ok(row.map(|(tags, created, begin, end)| (tags, stamp_of(created, begin, end))))
 }
 
 /// Whether the voucher is on the shelf, read under a shared lock taken
