@@ -58,8 +58,10 @@ pub async fn run(args: CrowdArgs) -> anyhow::Result<()> {
     let (addr, host) = target(&args.base_url).await?;
     let db = hmdp::startup::connect_database(args.db.as_str(), 4).await?;
     let started = Instant::now();
-    let sessions =
-        hmdp::auth::SessionStore::new(hmdp::startup::connect_redis(&args.redis).await?, hmdp::keys::Keys::new(""));
+    let sessions = hmdp::auth::SessionStore::new(
+        hmdp::startup::connect_redis(&args.redis).await?,
+        hmdp::keys::Keys::new(&args.redis.key_prefix),
+    );
     let keys = hmdp::auth::TokenKeys::new(args.jwt_secret.as_bytes());
     let users = hmdp::auth::seed_users(&db, &sessions, &keys, args.first_phone, args.users).await?;
     eprintln!("seeded {} users in {:.1?}", users.len(), started.elapsed());

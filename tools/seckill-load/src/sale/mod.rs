@@ -107,7 +107,7 @@ async fn load_tokens(args: &Args, db: &sqlx::MySqlPool) -> anyhow::Result<Vec<Us
     let Some(count) = args.users else { return Ok(Vec::new()) };
     let secret = args.jwt_secret.as_deref().context("--users needs JWT_SECRET (the stack's)")?;
     let started = Instant::now();
-    let sessions = SessionStore::new(connect_redis(&args.redis).await?, Keys::new(""));
+    let sessions = SessionStore::new(connect_redis(&args.redis).await?, Keys::new(&args.redis.key_prefix));
     let users = seed_users(db, &sessions, &TokenKeys::new(secret.as_bytes()), args.first_phone, count).await?;
     eprintln!("seeded {count} users in {:.1?}", started.elapsed());
     Ok(users.into_iter().map(|u| User { id: Some(u.id), token: u.token }).collect())
