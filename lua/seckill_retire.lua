@@ -8,7 +8,10 @@
 -- ARGV[1] the sale's end, epoch ms (MariaDB's: the window hash may be gone),
 -- ARGV[2] how long after the end a sale is retired, ms, ARGV[3] how long
 -- the working keys stay after that, ms, ARGV[4] how long failed orders and
--- dead letters stay, ms.
+-- dead letters stay, ms, ARGV[5] the least the orders stream stays, ms: a
+-- consumer's round that chose the stream before it left seckill:active
+-- still reads it (a read of a stream gone fails the whole round, and
+-- making its group again would bring the key back with no TTL).
 -- Returns 1 retired (the caller drops it from seckill:active), 0 not yet.
 if redis.call('HLEN', KEYS[5]) > 0 then
     return 0
@@ -23,7 +26,9 @@ if now < tonumber(ARGV[1]) + tonumber(ARGV[2]) then
 end
 for i = 1, #KEYS do
     if (i <= 6 or i > 8) and redis.call('PTTL', KEYS[i]) == -1 then
-        redis.call('PEXPIRE', KEYS[i], ARGV[3])
+        local kept = tonumber(ARGV[3])
+        if i == 4 then kept = math.max(kept, tonumber(ARGV[5])) end
+        redis.call('PEXPIRE', KEYS[i], kept)
     end
 end
 for i = 7, 8 do

@@ -41,9 +41,11 @@ pub struct AsyncSettings {
 
     /// Asynchronous mode: how long a retired sale's working keys (stock,
     /// window, buyers, stream, pending, holders, a segment's borrowing)
-    /// stay in Redis, 0 to 86,400,000; 0 deletes them at retirement. While
+    /// stay in Redis, 0 to 86,400,000; 0 deletes them at retirement (the
+    /// stream 10 s after, as a consumer's round may still read it). While
     /// they stay, a late order is answered `ENDED` by Redis alone; after,
-    /// by one read of the voucher's row.
+    /// each instance reads the voucher's row once a minute and answers
+    /// the rest from memory.
     #[arg(long, env = "ASYNC_RETIRED_KEYS_KEPT_MS", default_value_t = DEFAULT_ASYNC_RETIRED_KEYS_KEPT_MS)]
     pub async_retired_keys_kept_ms: u64,
 

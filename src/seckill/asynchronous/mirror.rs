@@ -26,12 +26,21 @@ use crate::{
 
 static RETIRE: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("../../../lua/seckill_retire.lua")));
 
+/// The least a retired sale's orders stream stays, whatever
+/// `working_keys_kept` says: longer than a consumer's round, which may
+/// have chosen the stream just before the sale left `seckill:active`.
+const STREAM_KEPT_AT_LEAST: Duration = Duration::from_secs(10);
 /// Vouchers remembered as verified, at most.
 const VERIFIED_MAX: usize = 10_000;
 /// How long an id found missing is answered 404 without a look at MariaDB,
 /// and how many such ids are remembered.
 const MISSING_MEMORY: Duration = Duration::from_secs(5);
 const MISSING_MAX: usize = 10_000;
+/// How long a voucher found ended (its keys retired and gone) is answered
+/// `ENDED` without a look at Redis or MariaDB, and how many are
+/// remembered: a sale's window never changes, so this only bounds memory.
+const ENDED_MEMORY: Duration = Duration::from_secs(60);
+const ENDED_MAX: usize = 10_000;
 
 pub(super) struct Mirror {
     pub(super) db: MySqlPool,
@@ -42,6 +51,8 @@ pub(super) struct Mirror {
     verified: RecentIds,
     /// Ids recently found to be no seckill voucher.
     missing: RecentIds,
+    /// Vouchers recently found ended with their keys gone.
+    ended: RecentIds,
 }
 
 impl Mirror {
@@ -53,6 +64,7 @@ impl Mirror {
             maps,
             verified: RecentIds::new(VERIFIED_MAX, None),
             missing: RecentIds::new(MISSING_MAX, Some(MISSING_MEMORY)),
+            ended: RecentIds::new(ENDED_MAX, Some(ENDED_MEMORY)),
         }
     }
 
@@ -60,6 +72,12 @@ impl Mirror {
     /// for it does not reach MariaDB.
     pub(super) fn recently_missing(&self, voucher_id: u64) -> bool {
         self.missing.contains(voucher_id)
+    }
+
+    /// True for a voucher found ended a moment ago, its keys retired: a
+    /// flood of late orders for it reaches neither Redis nor MariaDB.
+    pub(super) fn recently_ended(&self, voucher_id: u64) -> bool {
+        self.ended.contains(voucher_id)
     }
 
     /// Once per voucher and instance, before its first order here: keys
@@ -98,8 +116,10 @@ impl Mirror {
     /// the order script accepts nothing, so nothing else moves meanwhile.
     pub(super) async fn load(&self, voucher_id: u64) -> SeckillResult<()> {
         let loaded = self.load_from_db(voucher_id).await;
-        if let Err(SeckillError::NoSuchVoucher) = loaded {
-            self.missing.insert(voucher_id, ());
+        match loaded {
+            Err(SeckillError::NoSuchVoucher) => self.missing.insert(voucher_id, ()),
+            Err(SeckillError::Ended) => self.ended.insert(voucher_id, ()),
+            _ => {}
         }
         loaded
     }
@@ -157,6 +177,7 @@ pub(super) async fn retire(
             .arg(retirement.after.as_millis() as u64)
             .arg(retirement.working_keys_kept.as_millis() as u64)
             .arg(FAILED_KEPT.as_millis() as u64)
+            .arg(STREAM_KEPT_AT_LEAST.as_millis() as u64)
             .invoke_async(&mut redis.clone())
             .await?;
         done &= retired == 1;

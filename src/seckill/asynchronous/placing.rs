@@ -50,6 +50,9 @@ impl AsyncMode {
         if mirror.recently_missing(voucher_id) {
             return Err(SeckillError::NoSuchVoucher);
         }
+        if mirror.recently_ended(voucher_id) {
+            return Err(SeckillError::Ended);
+        }
         mirror.verify(voucher_id).await?;
         let segments = mirror.segments(voucher_id).await?;
         let segment = segments.of_user(user_id);
