@@ -132,8 +132,9 @@ pub struct RedisSettings {
     #[arg(id = "redis_url", long = "redis-url", env = "REDIS_URL", default_value = DEFAULT_REDIS_URL)]
     pub url: String,
 
-    /// Comma-separated `host:port` of Redis Cluster nodes; when set, the
-    /// cluster is used instead of `REDIS_URL`. Start-up fails (rather than
+    /// Comma-separated Redis Cluster nodes, each `host:port` (plain) or a
+    /// `redis://` or `rediss://` URL (TLS, with `REDIS_CA_FILE`, needs
+    /// `rediss://`); when set, the cluster is used instead of `REDIS_URL`. Start-up fails (rather than
     /// hangs) when the nodes are unreachable or the cluster does not serve
     /// all 16384 slots.
     #[arg(id = "redis_cluster_nodes", long = "redis-cluster-nodes", env = "REDIS_CLUSTER_NODES")]

@@ -52,6 +52,32 @@ fn describe() {
     describe_orders();
     describe_serving();
     describe_order_paths();
+    describe_order_events();
+}
+
+/// The outbox relay's (`ORDER_EVENTS=nats` only).
+fn describe_order_events() {
+    describe_gauge!(
+        "hmdp_outbox_relay_active",
+        "1 on the instance relaying order events (it holds the lease), 0 on the others"
+    );
+    describe_gauge!(
+        "hmdp_outbox_backlog",
+        "Order events written and not yet acknowledged by NATS, on the relaying instance"
+    );
+    describe_gauge!(
+        "hmdp_outbox_oldest_seconds",
+        Unit::Seconds,
+        "How long the oldest order event not yet acknowledged by NATS has waited"
+    );
+    describe_histogram!(
+        "hmdp_outbox_lag_seconds",
+        Unit::Seconds,
+        "From an order event's write to the relay's round that took it out after the broker's ack"
+    );
+    describe_counter!("hmdp_outbox_published_total", "Order events acknowledged by NATS");
+    describe_counter!("hmdp_outbox_publish_failures_total", "Relay rounds that failed (NATS or MariaDB away)");
+    describe_counter!("hmdp_outbox_duplicates_total", "Order events the broker dropped as copies of one it had");
 }
 
 /// The orders' life after the sale and what Redis was told about them.
