@@ -116,7 +116,7 @@ pub async fn reconcile(
     keys: &Keys,
     voucher_id: u64,
 ) -> anyhow::Result<Reconciliation> {
-    let tags = store::segment_tags(db, voucher_id)
+    let (tags, _stamp) = store::segment_tags_and_stamp(db, voucher_id)
         .await?
         .ok_or_else(|| anyhow::anyhow!("voucher {voucher_id} is not a seckill voucher"))?;
     let segments: Vec<SeckillKeys> =

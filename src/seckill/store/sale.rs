@@ -77,18 +77,7 @@ pub(in crate::seckill) async fn sale<'e>(db: impl MySqlExecutor<'e>, voucher_id:
 }
 
 /// The hash tags of the voucher's segments 1.. (comma-separated, `''` for
-/// one segment), or `None` for a voucher that is not a seckill one.
-pub(in crate::seckill) async fn segment_tags<'e>(
-    db: impl MySqlExecutor<'e>,
-    voucher_id: u64,
-) -> sqlx::Result<Option<String>> {
-    sqlx::query_scalar("SELECT segment_tags FROM tb_seckill_voucher WHERE voucher_id = ?")
-        .bind(voucher_id)
-        .fetch_optional(db)
-        .await
-}
-
-/// The segments' tags and the voucher's stamp (`SaleRow::stamp`), read
+/// one segment) and the voucher's stamp (`SaleRow::stamp`), read
 /// together once per voucher and instance: the stamp is what an
 /// instance's first order compares Redis's `made` with, and neither
 /// changes while the row lives. `None` for a voucher that is not a
