@@ -238,7 +238,49 @@ bench_start() { # bench_start OUT_NAME
     prepare_machine
     out="$STATE_DIR/$1"
     mkdir -p "$out"
+    BENCH_NAME=$1
+    BENCH_STARTED=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+    BENCH_COMMIT=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)
+    # A run on uncommitted code cannot be reproduced from its commit.
+    BENCH_DIRTY=false
+    if [ -n "$(git -C "$ROOT" status --porcelain --untracked-files=no -- src crates lua migrations tools tests nginx scripts Cargo.toml Cargo.lock 2>/dev/null)" ]; then
+        BENCH_DIRTY=true
+    fi
     build_bins
+}
+
+# With KEEP=1, keeps a bench's summary in docs/bench/ with when, on which
+# commit and machine, and by which command it was made: the files that
+# README's and BENCHMARKS' figures are generated from (scripts/figures).
+bench_keep() { # bench_keep SUMMARY_JSON COMMAND [LINES_FILE]
+    if [ "${KEEP:-0}" != 1 ]; then
+        log "summary: $1 (KEEP=1 keeps it in docs/bench/, where scripts/figures reads it)"
+        return 0
+    fi
+    local kept
+    kept="$ROOT/docs/bench/$(date -u +%F-%H%M)-$BENCH_NAME-$BENCH_COMMIT.json"
+    python3 - "$1" "$kept" "$2" "${3:-}" "$BENCH_NAME" "$BENCH_STARTED" "$BENCH_COMMIT" "$BENCH_DIRTY" <<'PY'
+import json, os, platform, re, subprocess, sys, time
+summary, kept, command, lines, name, started, commit, dirty = sys.argv[1:9]
+cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "unknown")
+mem = next(int(l.split()[1]) for l in open("/proc/meminfo") if l.startswith("MemTotal"))
+os_name = next((l.split("=", 1)[1].strip().strip('"') for l in open("/etc/os-release") if l.startswith("PRETTY_NAME")), "unknown")
+doc = {
+    "bench": name,
+    "started": started,
+    "ended": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    "commit": commit,
+    "uncommittedChanges": dirty == "true",
+    "box": {"cpus": os.cpu_count(), "cpu": cpu, "memGiB": round(mem / 2**20), "os": os_name, "kernel": platform.release()},
+    "command": command,
+    "results": json.load(open(summary)),
+}
+if lines:
+    doc["lines"] = [re.sub(r"\x1b\[[0-9;]*m", "", l.rstrip("\n")) for l in open(lines)]
+json.dump(doc, open(kept, "w"), indent=1, ensure_ascii=False)
+open(kept, "a").write("\n")
+PY
+    log "kept: ${kept#"$ROOT"/} (scripts/figures generates the pages' figures from it)"
 }
 
 # A pid file is ours only while that pid still runs the program we started.
@@ -283,14 +325,13 @@ ensure_secrets() {
             printf 'ADMIN_KEY=%s\n' "$(random_secret 36)"
         } >"$STATE_DIR/secrets.env")
     fi
-    load_stack_secrets
-}
-
-# The stack's secrets (JWT_SECRET, ADMIN_KEY) in the environment, for the
-# tools that seed sessions and call the admin routes.
-load_stack_secrets() {
     set -a
     # shellcheck disable=SC1091
     . "$STATE_DIR/secrets.env"
     set +a
 }
+
+# The stack's secrets (JWT_SECRET, ADMIN_KEY) in the environment, for the
+# tools that seed sessions and call the admin routes: made first on a
+# machine where no stack ran yet, which the stack then takes.
+load_stack_secrets() { ensure_secrets; }

@@ -20,9 +20,10 @@ const DEFAULT_SALE_PATH_ASKS_PER_USER_S: u64 = 10;
 #[derive(Clone, Debug, Args)]
 pub struct SalePathSettings {
     /// Buyers a guarded voucher admits per second, unless the voucher sets
-    /// its own `admitPerSecond`: past it, buyers wait in line. What
-    /// `scripts/bench-cpu` measured the two-instance stack to sell, rounded
-    /// down.
+    /// its own `admitPerSecond`: past it, buyers wait in line. The default
+    /// is about what the two-instance stack sold a second on a 2-core box
+    /// (`scripts/bench-cpu`, 2026-11-24, 8,542-8,566), rounded down; set it
+    /// to what your own stack sells.
     #[arg(long, env = "SALE_ADMIT_PER_SECOND", default_value_t = DEFAULT_SALE_ADMIT_PER_SECOND)]
     pub(crate) sale_admit_per_second: u32,
 
@@ -37,7 +38,9 @@ pub struct SalePathSettings {
     pub sale_path_lead_s: u64,
 
     /// The challenge's difficulty, in leading zero bits, while the sale is
-    /// calm (about 16,000 hashes: well under a second in a phone's browser).
+    /// calm (2^14, about 16,000 hashes on average; `cargo run --release -p
+    /// hmdp-pow --example solve_times` prints the native time per
+    /// difficulty).
     #[arg(long, env = "SALE_CHALLENGE_BITS", default_value_t = DEFAULT_SALE_CHALLENGE_BITS)]
     pub sale_challenge_bits: u8,
 

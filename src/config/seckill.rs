@@ -80,8 +80,8 @@ pub struct SyncSettings {
     pub lock_watchdog_ttl_ms: u64,
 
     /// Synchronous mode: orders committed in one transaction at most, of
-    /// one voucher or of several opening together, 1 to 5,000 (1: one
-    /// transaction per order, the course's design).
+    /// one voucher or of several vouchers on sale at the same time, 1 to
+    /// 5,000 (1: one transaction per order, the course's design).
     #[arg(long, env = "ORDER_BATCH_MAX", default_value_t = DEFAULT_ORDER_BATCH_MAX)]
     pub order_batch_max: usize,
 

@@ -132,7 +132,7 @@ pub struct ServerSettings {
     pub max_connections: usize,
 
     /// Requests one instance serves at once; the next is answered 503
-    /// `OVERLOADED` with `Retry-After: 1` before any work, in microseconds,
+    /// `OVERLOADED` with `Retry-After: 1` before any work is done for it,
     /// instead of waiting until nginx gives up on it (a busy instance
     /// answers; nginx takes out only one that cannot be reached). `/health`
     /// and `/metrics` are never refused. Each request in flight holds a
@@ -144,9 +144,9 @@ pub struct ServerSettings {
     /// Of the requests in flight, how many the instance works on at once;
     /// the others wait in line, first come first served (`/health` and
     /// `/metrics` skip it). With every request of a crowd worked on at once,
-    /// each gets a sliver of the CPU and the first answers come after a
-    /// second; in line, the first come are answered first and the sale sells
-    /// out sooner. A request takes its place once its body is whole
+    /// each gets a sliver of the CPU and even the first answers come late;
+    /// in line, the first come are answered first and the sale sells out
+    /// sooner. A request takes its place once its body is whole
     /// (`BODY_DEADLINE_MS`).
     #[arg(long, env = "MAX_WORKING", default_value_t = DEFAULT_MAX_WORKING, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     pub max_working: usize,

@@ -149,9 +149,10 @@ pub struct RedisSettings {
     #[arg(id = "redis_ca_file", long = "redis-ca-file", env = "REDIS_CA_FILE")]
     pub ca_file: Option<String>,
 
-    /// Put in front of every Redis key and channel. Empty in production (the
-    /// contract's key names); each test sets its own, so that the tests
-    /// share one Redis.
+    /// Put in front of every Redis key (and inside the lock's release
+    /// channel, `lock-released:<prefix>lock:order:{id}`). Empty in
+    /// production (the contract's key names); each test sets its own, so
+    /// that the tests share one Redis.
     #[arg(id = "redis_key_prefix", long = "redis-key-prefix", env = "REDIS_KEY_PREFIX", default_value = "")]
     pub key_prefix: String,
 }

@@ -77,13 +77,18 @@ pub(in crate::seckill) async fn held_orders_of<'e>(
     if pairs.is_empty() {
         return Ok(HashMap::new());
     }
+    let rows = held_orders_of_query(pairs).build_query_as::<(u64, u64, i64)>().fetch_all(db).await?;
+    Ok(rows.into_iter().map(|(user, voucher, id)| ((user, voucher), id)).collect())
+}
+
+/// `held_orders_of`'s statement for these pairs (its plan is tested).
+pub(super) fn held_orders_of_query(pairs: &[(u64, u64)]) -> QueryBuilder<'_, MySql> {
     let mut holders: QueryBuilder<MySql> =
         QueryBuilder::new("SELECT user_id, live_voucher, id FROM tb_voucher_order WHERE (user_id, live_voucher) IN ");
     holders.push_tuples(pairs, |mut row, (user_id, voucher_id)| {
         row.push_bind(*user_id).push_bind(*voucher_id);
     });
-    let rows = holders.build_query_as::<(u64, u64, i64)>().fetch_all(db).await?;
-    Ok(rows.into_iter().map(|(user, voucher, id)| ((user, voucher), id)).collect())
+    holders
 }
 
 /// The live orders (not cancelled, not refunded) these users hold for the

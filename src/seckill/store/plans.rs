@@ -1,14 +1,15 @@
 //! The statements a long history could make slow, held to their plans: on
 //! a table of many orders (200 vouchers, 20,000 users, 200,000 orders,
-//! every state, a share unpaid and past due), each reads through its index
+//! every state, a share unpaid and past due) and of a thousand ended
+//! sales, each reads through its index
 //! and examines what its own work needs, not the history. MariaDB's
 //! `ANALYZE FORMAT=JSON` runs the statement and reports the rows each
 //! table access really read.
 
-use serde_json::Value;
+use serde_json::{Value, json};
 use sqlx::{Connection, MySqlConnection, mysql::MySqlConnectOptions};
 
-use super::{after_sale, orders};
+use super::{after_sale, orders, sale};
 
 const ORDERS: i64 = 200_000;
 /// Orders per user and per voucher in the seed.
@@ -17,6 +18,8 @@ const PER_VOUCHER: i64 = ORDERS / VOUCHERS;
 const VOUCHERS: i64 = 200;
 /// One order in twenty is unpaid; all but the newest are past due.
 const UNPAID: i64 = ORDERS / 20;
+/// Sales in the seed that have not ended, after a thousand that have.
+const UNENDED: i64 = 6;
 
 /// One table access of a plan as MariaDB ran it.
 #[derive(Debug)]
@@ -54,14 +57,21 @@ fn accesses(plan: &Value, found: &mut Vec<Access>) {
     }
 }
 
-/// Runs `sql`, the service's own text, under `ANALYZE` with `args` bound
-/// to its placeholders (a server-side `PREPARE`, as `LIMIT ?` takes no
-/// session variable).
-async fn analyze(conn: &mut MySqlConnection, sql: &str, args: &[i64]) -> Vec<Access> {
+/// Runs `sql`, the service's own text, under `ANALYZE` with `args` (whole
+/// numbers and texts) bound to its placeholders (a server-side `PREPARE`,
+/// as `LIMIT ?` takes no session variable).
+async fn analyze(conn: &mut MySqlConnection, sql: &str, args: &[Value]) -> Vec<Access> {
     sqlx::query("SET @plan = ?").bind(format!("ANALYZE FORMAT=JSON {sql}")).execute(&mut *conn).await.unwrap();
     let mut using = Vec::new();
     for (n, arg) in args.iter().enumerate() {
-        sqlx::query(&format!("SET @p{n} = ?")).bind(arg).execute(&mut *conn).await.unwrap();
+        let statement = format!("SET @p{n} = ?");
+        let set = sqlx::query(&statement);
+        let set = match arg {
+            Value::Number(number) => set.bind(number.as_i64().expect("a whole number")),
+            Value::String(text) => set.bind(text.as_str()),
+            other => panic!("an argument of {sql} is neither a number nor a text: {other}"),
+        };
+        set.execute(&mut *conn).await.unwrap();
         using.push(format!("@p{n}"));
     }
     sqlx::raw_sql("PREPARE plan FROM @plan").execute(&mut *conn).await.unwrap();
@@ -79,10 +89,39 @@ async fn analyze(conn: &mut MySqlConnection, sql: &str, args: &[i64]) -> Vec<Acc
 
 /// Holds `sql`'s one access to the orders to `key`, examining at most
 /// `bound` rows.
-async fn holds(conn: &mut MySqlConnection, name: &str, sql: &str, args: &[i64], key: &str, bound: i64) {
+async fn holds(conn: &mut MySqlConnection, name: &str, sql: &str, args: &[Value], key: &str, bound: i64) {
+    holds_on(conn, "tb_voucher_order", name, sql, args, key, bound).await;
+}
+
+/// Holds `sql`'s access to `table` (its alias, if it has one) to `key`,
+/// examining at most `bound` rows; any other table it reads is read by
+/// its primary key, at most `bound` times.
+async fn holds_on(
+    conn: &mut MySqlConnection,
+    table: &str,
+    name: &str,
+    sql: &str,
+    args: &[Value],
+    key: &str,
+    bound: i64,
+) {
     let found = analyze(conn, sql, args).await;
-    let [access] = found.as_slice() else { panic!("{name}: one table access expected, got {found:?}") };
-    assert_eq!(access.table, "tb_voucher_order", "{name}");
+    let (mine, joined): (Vec<_>, Vec<_>) = found.iter().partition(|access| access.table == table);
+    let [access] = mine.as_slice() else { panic!("{name}: one access to {table} expected, got {found:?}") };
+    for other in joined {
+        assert_eq!(
+            other.key.as_deref(),
+            Some("PRIMARY"),
+            "{name} joins {} by more than its key: {other:?}",
+            other.table
+        );
+        assert!(
+            other.examined <= bound as f64,
+            "{name} examined {} rows of {}: {other:?}",
+            other.examined,
+            other.table
+        );
+    }
     assert_ne!(access.access_type, "ALL", "{name} reads the whole table: {access:?}");
     assert_eq!(access.key.as_deref(), Some(key), "{name} reads through another index: {access:?}");
     assert!(access.examined <= bound as f64, "{name} examined {} rows, more than {bound}: {access:?}", access.examined);
@@ -125,7 +164,23 @@ async fn seed(conn: &mut MySqlConnection) {
     .execute(&mut *conn)
     .await
     .unwrap();
-    sqlx::raw_sql("ANALYZE TABLE tb_voucher_order").execute(&mut *conn).await.unwrap();
+    // A year of ended sales, then the unended: three on now, two opening
+    // in minutes, one in two days.
+    sqlx::query(
+        "INSERT INTO tb_seckill_voucher (voucher_id, stock, begin_time, end_time)
+         SELECT 1 + seq, 0, NOW() - INTERVAL seq + 2 HOUR - INTERVAL 1 YEAR, NOW() - INTERVAL seq HOUR - INTERVAL 1 YEAR
+         FROM seq_0_to_999
+         UNION ALL SELECT 1001, 5, NOW() - INTERVAL 1 HOUR, NOW() + INTERVAL 1 HOUR
+         UNION ALL SELECT 1002, 5, NOW() - INTERVAL 1 MINUTE, NOW() + INTERVAL 1 DAY
+         UNION ALL SELECT 1003, 0, NOW() - INTERVAL 1 HOUR, NOW() + INTERVAL 1 MINUTE
+         UNION ALL SELECT 1004, 5, NOW() + INTERVAL 5 MINUTE, NOW() + INTERVAL 1 HOUR
+         UNION ALL SELECT 1005, 5, NOW() + INTERVAL 6 MINUTE, NOW() + INTERVAL 2 HOUR
+         UNION ALL SELECT 1006, 5, NOW() + INTERVAL 2 DAY, NOW() + INTERVAL 3 DAY",
+    )
+    .execute(&mut *conn)
+    .await
+    .unwrap();
+    sqlx::raw_sql("ANALYZE TABLE tb_voucher_order, tb_seckill_voucher").execute(&mut *conn).await.unwrap();
 }
 
 #[tokio::test]
@@ -136,17 +191,19 @@ async fn the_history_queries_read_their_own_rows_not_the_history() {
     let (order, user, voucher) = (123_457, 1 + 123_457 / PER_USER, 7);
 
     // An order lookup, by anyone and by its owner: one row.
-    holds(c, "order_by_id", orders::ORDER_BY_ID, &[order], "PRIMARY", 1).await;
-    holds(c, "owned_order", orders::OWNED_ORDER, &[order, user], "PRIMARY", 1).await;
+    holds(c, "order_by_id", orders::ORDER_BY_ID, &[json!(order)], "PRIMARY", 1).await;
+    holds(c, "owned_order", orders::OWNED_ORDER, &[json!(order), json!(user)], "PRIMARY", 1).await;
     // A user's order list and its count: the user's orders.
-    holds(c, "owned_orders", orders::OWNED_ORDERS, &[user, 10, 0], "uk_user_voucher", PER_USER).await;
-    holds(c, "count_owned", orders::COUNT_OWNED, &[user], "uk_user_voucher", PER_USER).await;
+    holds(c, "owned_orders", orders::OWNED_ORDERS, &[json!(user), json!(10), json!(0)], "uk_user_voucher", PER_USER)
+        .await;
+    holds(c, "count_owned", orders::COUNT_OWNED, &[json!(user)], "uk_user_voucher", PER_USER).await;
     // A load or a reconciliation: the voucher's orders.
-    holds(c, "orders_of_voucher", orders::ORDERS_OF_VOUCHER, &[voucher], "idx_voucher_unpaid", PER_VOUCHER).await;
+    holds(c, "orders_of_voucher", orders::ORDERS_OF_VOUCHER, &[json!(voucher)], "idx_voucher_unpaid", PER_VOUCHER)
+        .await;
     // The sweep: the unpaid orders past due, at most; then one voucher's
     // of them, up to its batch.
     let sweep = after_sale::VOUCHERS_WITH_EXPIRED_ORDERS;
-    let found = analyze(c, sweep, &[900, 100]).await;
+    let found = analyze(c, sweep, &[json!(900), json!(100)]).await;
     let [access] = found.as_slice() else { panic!("the sweep's search: one access expected, got {found:?}") };
     assert_ne!(access.access_type, "ALL", "the sweep's search reads the whole table: {access:?}");
     assert_eq!(access.key.as_deref(), Some("idx_unpaid"), "the sweep's search: {access:?}");
@@ -154,7 +211,21 @@ async fn the_history_queries_read_their_own_rows_not_the_history() {
     // Voucher 1's orders are all unpaid (k mod 200 = 0 is k mod 20 = 0):
     // the batch of 500 is read, not the thousand.
     let lock = after_sale::LOCK_EXPIRED_ORDERS;
-    holds(c, "lock_expired_orders", lock, &[1, 900, 500], "idx_voucher_unpaid", 500).await;
+    holds(c, "lock_expired_orders", lock, &[json!(1), json!(900), json!(500)], "idx_voucher_unpaid", 500).await;
+    // Group commit's lookup of the buyers already holding an order, 64
+    // (user, voucher) pairs of a group over several vouchers: one row a
+    // pair, never the users' other orders.
+    let pairs: Vec<(u64, u64)> =
+        (100_000..100_064_u64).map(|k| (1 + k / PER_USER as u64, 1 + k % VOUCHERS as u64)).collect();
+    let held = orders::held_orders_of_query(&pairs);
+    let args: Vec<Value> = pairs.iter().flat_map(|&(user, voucher)| [json!(user), json!(voucher)]).collect();
+    holds(c, "held_orders_of", held.sql(), &args, "uk_user_voucher", pairs.len() as i64).await;
+    // The sales an instance reads ahead of their opening: the unended
+    // ones, not a year of ended sales.
+    let now = chrono::Utc::now().naive_utc();
+    let text = |at: chrono::NaiveDateTime| json!(at.format("%Y-%m-%d %H:%M:%S").to_string());
+    let args = [text(now), text(now + chrono::TimeDelta::minutes(10)), json!(1024)];
+    holds_on(c, "sv", "unended_sales", sale::UNENDED_SALES, &args, "idx_sale_end", UNENDED).await;
 
     conn.close().await.ok();
     let url = std::env::var("DATABASE_URL").unwrap();

@@ -76,6 +76,33 @@ pub(in crate::seckill) async fn sale<'e>(db: impl MySqlExecutor<'e>, voucher_id:
     .await
 }
 
+/// A sale that has not ended, with its voucher's id.
+#[derive(Debug, Clone, Copy, sqlx::FromRow)]
+pub(in crate::seckill) struct UnendedSale {
+    pub(crate) voucher_id: u64,
+    #[sqlx(flatten)]
+    pub(crate) sale: SaleRow,
+}
+
+/// The sales still on at `now` or opening by `opens_by`, the ones ending
+/// first first, at most `limit`: what an instance reads ahead of their
+/// opening instant. The range on `idx_sale_end` reads only the sales that
+/// have not ended, however long the history.
+pub(super) const UNENDED_SALES: &str =
+    "SELECT sv.voucher_id, sv.stock, sv.begin_time, sv.end_time, CAST(v.status AS SIGNED) AS shelf, sv.create_time
+     FROM tb_seckill_voucher sv LEFT JOIN tb_voucher v ON v.id = sv.voucher_id
+     WHERE sv.end_time > ? AND sv.begin_time <= ?
+     ORDER BY sv.end_time LIMIT ?";
+
+pub(in crate::seckill) async fn unended_sales<'e>(
+    db: impl MySqlExecutor<'e>,
+    now: NaiveDateTime,
+    opens_by: NaiveDateTime,
+    limit: u32,
+) -> sqlx::Result<Vec<UnendedSale>> {
+    sqlx::query_as(UNENDED_SALES).bind(now).bind(opens_by).bind(limit).fetch_all(db).await
+}
+
 /// The hash tags of the voucher's segments 1.. (comma-separated, `''` for
 /// one segment) and the voucher's stamp (`SaleRow::stamp`), read
 /// together once per voucher and instance: the stamp is what an

@@ -79,9 +79,17 @@ impl SyncOrders {
     }
 
     /// Each after-sale round: units another instance returned sell here
-    /// within a round.
+    /// within a round, and the sales about to open are known before their
+    /// first order.
     pub(crate) async fn settle(&self) {
         self.gates.refresh_sold_out(&self.db).await;
+        match self.gates.read_ahead(&self.db).await {
+            Ok(0) => {}
+            Ok(read) => tracing::debug!(read, "sales on or opening soon read ahead of their first order"),
+            Err(err) => {
+                tracing::warn!(error = %err, "reading the sales about to open failed; their first orders read them")
+            }
+        }
         if let Err(err) = store::forget_spent_paths(&self.db).await {
             tracing::warn!(error = %err, "forgetting expired spent sale paths failed; the next round tries again");
         }

@@ -36,6 +36,9 @@ const GATES_MAX: usize = 1_024;
 /// How long after its end a sale's gate stays: requests that arrive late
 /// still get ENDED from memory.
 const ENDED_KEPT: chrono::TimeDelta = chrono::TimeDelta::minutes(10);
+/// How far ahead of its opening a sale's gate is read: a voucher made
+/// seconds before its sale opens is still read before it.
+const READ_AHEAD: chrono::TimeDelta = chrono::TimeDelta::minutes(10);
 
 #[derive(Clone)]
 pub(super) struct VoucherGates {
@@ -125,6 +128,38 @@ impl VoucherGates {
                 tracing::info!(voucher_id, stock = sale.stock, "stock came back to a sold-out voucher; selling again");
             }
         }
+    }
+
+    /// Reads the gates of the sales on now or opening soon that this
+    /// instance does not know yet. Without it, fifty sales opening at the
+    /// same second would each be read at their opening instant, by every
+    /// instance and by every order that arrives before the first read
+    /// returns, while their buyers wait; with it, the opening instant finds
+    /// them known. Never pushes a gate out: past `GATES_MAX` the rest are
+    /// read on their first order, as before.
+    pub(super) async fn read_ahead(&self, db: &MySqlPool) -> sqlx::Result<usize> {
+        let now = chrono::Utc::now().naive_utc();
+        let sales = store::unended_sales(db, now, now + READ_AHEAD, GATES_MAX as u32).await?;
+        let mut gates = self.gates.lock().expect("voucher gates poisoned");
+        let mut read = 0;
+        for store::UnendedSale { voucher_id, sale } in sales {
+            if gates.len() >= GATES_MAX {
+                break;
+            }
+            gates.entry(voucher_id).or_insert_with(|| {
+                read += 1;
+                let gate = Gate::new(
+                    SaleWindow { begin: sale.begin_time, end: sale.end_time },
+                    self.permits_per_voucher,
+                    self.queue_max,
+                );
+                if sale.stock <= 0 {
+                    gate.mark_sold_out();
+                }
+                Arc::new(gate)
+            });
+        }
+        Ok(read)
     }
 
     /// Remembers a voucher read from the database. Past `GATES_MAX`, the
@@ -229,6 +264,43 @@ mod tests {
         gate.recheck_done(Some(2));
         assert!(!gate.is_sold_out(), "stock came back: sells again");
         assert!(!gate.recheck_due());
+    }
+
+    /// A sale of `stock` units opening `opens_in` from now (negative: on
+    /// already) for an hour.
+    async fn sale(pool: &sqlx::MySqlPool, voucher: u64, stock: i32, opens_in: TimeDelta) {
+        let begin = now() + opens_in;
+        crate::seckill::store::insert_sale(pool, voucher, stock.into(), begin, begin + TimeDelta::hours(1), &[])
+            .await
+            .unwrap();
+    }
+
+    #[sqlx::test(migrations = "./migrations")]
+    async fn the_sales_on_and_opening_soon_are_known_before_their_first_order(pool: sqlx::MySqlPool) {
+        sale(&pool, 1, 5, TimeDelta::minutes(-10)).await;
+        sale(&pool, 2, 5, TimeDelta::seconds(3)).await;
+        sale(&pool, 3, 0, TimeDelta::minutes(-1)).await;
+        sale(&pool, 4, 5, TimeDelta::days(2)).await;
+        sale(&pool, 5, 5, TimeDelta::hours(-2)).await;
+        let gates = VoucherGates::new(8, 16);
+        assert_eq!(gates.read_ahead(&pool).await.unwrap(), 3);
+        assert!(gates.known(1).is_some_and(|gate| !gate.is_sold_out()), "on sale now");
+        assert!(gates.known(2).is_some(), "opening in seconds");
+        assert!(gates.known(3).is_some_and(|gate| gate.is_sold_out()), "on, and sold out");
+        assert!(gates.known(4).is_none(), "days away: read on its first order or a later round");
+        assert!(gates.known(5).is_none(), "ended");
+        assert_eq!(gates.read_ahead(&pool).await.unwrap(), 0, "known ones are not read again");
+    }
+
+    #[sqlx::test(migrations = "./migrations")]
+    async fn reading_ahead_never_pushes_a_known_gate_out(pool: sqlx::MySqlPool) {
+        let gates = VoucherGates::new(1, 1);
+        for voucher in 1..=super::GATES_MAX as u64 {
+            open_sale(&gates, voucher, 1);
+        }
+        sale(&pool, 1_000_000, 5, TimeDelta::seconds(3)).await;
+        assert_eq!(gates.read_ahead(&pool).await.unwrap(), 0);
+        assert!(gates.known(1_000_000).is_none() && gates.known(1).is_some());
     }
 
     #[test]
