@@ -5,8 +5,9 @@
 //!
 //! Watchdog-mode holds are renewed by one ticker per process that scans the
 //! holds, not by a task per hold: spawning and cancelling a task on every
-//! acquisition cost a third of the uncontended lock throughput (measured;
-//! BENCHMARKS.md, "The lock alone"). Fixed leases are rare and get their own timer.
+//! acquisition cost a third of the uncontended lock throughput (measured
+//! by `scripts/bench-lock`; docs/history.md, "The lock alone"). Fixed
+//! leases are rare and get their own timer.
 
 use std::{
     collections::HashMap,
