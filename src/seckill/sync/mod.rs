@@ -82,13 +82,19 @@ impl SyncOrders {
     /// within a round, and the sales about to open are known before their
     /// first order.
     pub(crate) async fn settle(&self) {
-        self.gates.refresh_sold_out(&self.db).await;
-        match self.gates.read_ahead(&self.db).await {
-            Ok(0) => {}
-            Ok(read) => tracing::debug!(read, "sales on or opening soon read ahead of their first order"),
-            Err(err) => {
-                tracing::warn!(error = %err, "reading the sales about to open failed; their first orders read them")
+        match self.gates.refresh(&self.db).await {
+            Ok(refreshed) => {
+                if refreshed.read_ahead > 0 {
+                    tracing::debug!(
+                        read = refreshed.read_ahead,
+                        "sales on or opening soon read ahead of their first order"
+                    );
+                }
+                for voucher_id in refreshed.selling_again {
+                    tracing::info!(voucher_id, "stock came back to a sold-out voucher; selling again");
+                }
             }
+            Err(err) => tracing::warn!(error = %err, "reading the sales on now failed; the next round tries again"),
         }
         if let Err(err) = store::forget_spent_paths(&self.db).await {
             tracing::warn!(error = %err, "forgetting expired spent sale paths failed; the next round tries again");

@@ -40,6 +40,15 @@ const ENDED_KEPT: chrono::TimeDelta = chrono::TimeDelta::minutes(10);
 /// seconds before its sale opens is still read before it.
 const READ_AHEAD: chrono::TimeDelta = chrono::TimeDelta::minutes(10);
 
+/// What a round's refresh changed.
+#[derive(Debug, Default)]
+pub(super) struct Refreshed {
+    /// Gates read ahead of their sale's first order.
+    pub(super) read_ahead: usize,
+    /// Vouchers held for sold out whose stock came back.
+    pub(super) selling_again: Vec<u64>,
+}
+
 #[derive(Clone)]
 pub(super) struct VoucherGates {
     permits_per_voucher: usize,
@@ -106,60 +115,44 @@ impl VoucherGates {
         self.gates.lock().expect("voucher gates poisoned").get(&voucher_id).cloned()
     }
 
-    /// Re-reads the stock of every voucher this instance holds for sold out
-    /// and still on sale, in the background: units returned by another
-    /// instance (a cancel, the unpaid timeout) sell here within a round,
-    /// without a burst of buyers told SOLD_OUT while one request rechecks.
-    pub(super) async fn refresh_sold_out(&self, db: &MySqlPool) {
-        let now = chrono::Utc::now().naive_utc();
-        let sold_out: Vec<(u64, Arc<Gate>)> = self
-            .gates
-            .lock()
-            .expect("voucher gates poisoned")
-            .iter()
-            .filter(|(_, gate)| gate.is_sold_out() && gate.window.end > now)
-            .map(|(&id, gate)| (id, gate.clone()))
-            .collect();
-        for (voucher_id, gate) in sold_out {
-            if let Ok(Some(sale)) = store::sale(db, voucher_id).await
-                && sale.stock > 0
-            {
-                gate.sell_again();
-                tracing::info!(voucher_id, stock = sale.stock, "stock came back to a sold-out voucher; selling again");
-            }
-        }
-    }
-
-    /// Reads the gates of the sales on now or opening soon that this
-    /// instance does not know yet. Without it, fifty sales opening at the
-    /// same second would each be read at their opening instant, by every
-    /// instance and by every order that arrives before the first read
-    /// returns, while their buyers wait; with it, the opening instant finds
-    /// them known. Never pushes a gate out: past `GATES_MAX` the rest are
-    /// read on their first order, as before.
-    pub(super) async fn read_ahead(&self, db: &MySqlPool) -> sqlx::Result<usize> {
+    /// Each round, one read of the sales on now or opening soon, for two
+    /// things. The ones this instance does not know yet become known:
+    /// without it, fifty sales opening at the same second would each be
+    /// read at their opening instant, by every instance and by every order
+    /// that arrives before the first read returns, while their buyers wait.
+    /// And the ones it holds for sold out whose stock came back (a cancel
+    /// or the unpaid timeout on another instance, the admin's stock route
+    /// there) sell here within a round, without a burst of buyers told
+    /// SOLD_OUT while one request rechecks. One statement whatever the
+    /// number of sales: a read per sold-out voucher and round made five
+    /// hundred sold-out sales cost each instance five hundred reads a
+    /// second for as long as they were on. Never pushes a gate out: past
+    /// `GATES_MAX` the rest are read on their first order.
+    pub(super) async fn refresh(&self, db: &MySqlPool) -> sqlx::Result<Refreshed> {
         let now = chrono::Utc::now().naive_utc();
         let sales = store::unended_sales(db, now, now + READ_AHEAD, GATES_MAX as u32).await?;
         let mut gates = self.gates.lock().expect("voucher gates poisoned");
-        let mut read = 0;
+        let mut refreshed = Refreshed::default();
         for store::UnendedSale { voucher_id, sale } in sales {
-            if gates.len() >= GATES_MAX {
-                break;
-            }
-            gates.entry(voucher_id).or_insert_with(|| {
-                read += 1;
-                let gate = Gate::new(
-                    SaleWindow { begin: sale.begin_time, end: sale.end_time },
-                    self.permits_per_voucher,
-                    self.queue_max,
-                );
-                if sale.stock <= 0 {
-                    gate.mark_sold_out();
+            if let Some(gate) = gates.get(&voucher_id) {
+                if gate.is_sold_out() && sale.stock > 0 {
+                    gate.sell_again();
+                    refreshed.selling_again.push(voucher_id);
                 }
-                Arc::new(gate)
-            });
+                continue;
+            }
+            if gates.len() >= GATES_MAX {
+                continue;
+            }
+            let window = SaleWindow { begin: sale.begin_time, end: sale.end_time };
+            let gate = Gate::new(window, self.permits_per_voucher, self.queue_max);
+            if sale.stock <= 0 {
+                gate.mark_sold_out();
+            }
+            gates.insert(voucher_id, Arc::new(gate));
+            refreshed.read_ahead += 1;
         }
-        Ok(read)
+        Ok(refreshed)
     }
 
     /// Remembers a voucher read from the database. Past `GATES_MAX`, the
@@ -283,13 +276,28 @@ mod tests {
         sale(&pool, 4, 5, TimeDelta::days(2)).await;
         sale(&pool, 5, 5, TimeDelta::hours(-2)).await;
         let gates = VoucherGates::new(8, 16);
-        assert_eq!(gates.read_ahead(&pool).await.unwrap(), 3);
+        assert_eq!(gates.refresh(&pool).await.unwrap().read_ahead, 3);
         assert!(gates.known(1).is_some_and(|gate| !gate.is_sold_out()), "on sale now");
         assert!(gates.known(2).is_some(), "opening in seconds");
         assert!(gates.known(3).is_some_and(|gate| gate.is_sold_out()), "on, and sold out");
         assert!(gates.known(4).is_none(), "days away: read on its first order or a later round");
         assert!(gates.known(5).is_none(), "ended");
-        assert_eq!(gates.read_ahead(&pool).await.unwrap(), 0, "known ones are not read again");
+        assert_eq!(gates.refresh(&pool).await.unwrap().read_ahead, 0, "known ones are not read again");
+    }
+
+    #[sqlx::test(migrations = "./migrations")]
+    async fn a_sold_out_voucher_whose_stock_came_back_sells_again_at_the_next_round(pool: sqlx::MySqlPool) {
+        sale(&pool, 1, 0, TimeDelta::minutes(-10)).await;
+        sale(&pool, 2, 0, TimeDelta::minutes(-10)).await;
+        let gates = VoucherGates::new(8, 16);
+        gates.refresh(&pool).await.unwrap();
+        assert!(gates.known(1).is_some_and(|gate| gate.is_sold_out()));
+        // Another instance returned a unit of voucher 1.
+        sqlx::query("UPDATE tb_seckill_voucher SET stock = 1 WHERE voucher_id = 1").execute(&pool).await.unwrap();
+        let refreshed = gates.refresh(&pool).await.unwrap();
+        assert_eq!(refreshed.selling_again, vec![1]);
+        assert!(!gates.known(1).unwrap().is_sold_out(), "sells again");
+        assert!(gates.known(2).unwrap().is_sold_out(), "still none left");
     }
 
     #[sqlx::test(migrations = "./migrations")]
@@ -299,7 +307,7 @@ mod tests {
             open_sale(&gates, voucher, 1);
         }
         sale(&pool, 1_000_000, 5, TimeDelta::seconds(3)).await;
-        assert_eq!(gates.read_ahead(&pool).await.unwrap(), 0);
+        assert_eq!(gates.refresh(&pool).await.unwrap().read_ahead, 0);
         assert!(gates.known(1_000_000).is_none() && gates.known(1).is_some());
     }
 
