@@ -22,3 +22,30 @@ pub(super) use orders::*;
 pub(super) use paths::*;
 pub use sale::insert_sale;
 pub(super) use sale::*;
+
+/// `items` with the last repeated up to the next power of two. The IN
+/// lists of a group commit (its vouchers, its buyers' pairs) are as long
+/// as the group is varied, and each length is a statement text of its
+/// own: prepared afresh once the connection's cache (100 texts) is full,
+/// which five hundred sales at once made of most groups' statements. In
+/// powers of two a handful of texts serve every group. A repeated member
+/// changes nothing an IN list finds, locks or updates.
+fn padded<T: Copy>(items: &[T]) -> impl Iterator<Item = T> + '_ {
+    let last = items.last().copied();
+    let padding = items.len().next_power_of_two() - items.len();
+    items.iter().copied().chain(std::iter::repeat_n(last, padding).flatten())
+}
+
+#[cfg(test)]
+mod padding_tests {
+    use super::padded;
+
+    #[test]
+    fn a_list_is_padded_with_its_last_member_to_the_next_power_of_two() {
+        assert_eq!(padded(&[7_u64]).collect::<Vec<_>>(), vec![7]);
+        assert_eq!(padded(&[1_u64, 2, 3]).collect::<Vec<_>>(), vec![1, 2, 3, 3]);
+        assert_eq!(padded(&[1_u64, 2, 3, 4]).collect::<Vec<_>>(), vec![1, 2, 3, 4]);
+        assert_eq!(padded(&(1..=33_u64).collect::<Vec<_>>()).count(), 64);
+        assert_eq!(padded::<u64>(&[]).count(), 0);
+    }
+}

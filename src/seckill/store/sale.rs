@@ -147,8 +147,8 @@ pub(in crate::seckill) async fn on_shelf_of<'e>(
 ) -> sqlx::Result<HashSet<u64>> {
     let mut select: QueryBuilder<MySql> =
         QueryBuilder::new("SELECT id, CAST(status AS SIGNED) FROM tb_voucher FORCE INDEX (PRIMARY) WHERE id IN ");
-    select.push_tuples(voucher_ids, |mut row, id| {
-        row.push_bind(*id);
+    select.push_tuples(super::padded(voucher_ids), |mut row, id| {
+        row.push_bind(id);
     });
     select.push(" ORDER BY id LOCK IN SHARE MODE");
     let rows = select.build_query_as::<(u64, i64)>().fetch_all(db).await?;
@@ -164,8 +164,8 @@ pub(in crate::seckill) async fn lock_stocks<'e>(
     let mut select: QueryBuilder<MySql> = QueryBuilder::new(
         "SELECT voucher_id, stock FROM tb_seckill_voucher FORCE INDEX (PRIMARY) WHERE voucher_id IN ",
     );
-    select.push_tuples(voucher_ids, |mut row, id| {
-        row.push_bind(*id);
+    select.push_tuples(super::padded(voucher_ids), |mut row, id| {
+        row.push_bind(id);
     });
     select.push(" ORDER BY voucher_id FOR UPDATE");
     Ok(select.build_query_as::<(u64, i32)>().fetch_all(db).await?.into_iter().collect())
@@ -183,8 +183,8 @@ pub(in crate::seckill) async fn take_stocks<'e>(
     }
     let units = |update: &mut QueryBuilder<'_, MySql>| {
         update.push("CASE voucher_id");
-        for (voucher_id, units) in takes {
-            update.push(" WHEN ").push_bind(*voucher_id).push(" THEN ").push_bind(*units);
+        for (voucher_id, units) in super::padded(takes) {
+            update.push(" WHEN ").push_bind(voucher_id).push(" THEN ").push_bind(units);
         }
         update.push(" END");
     };
@@ -192,8 +192,8 @@ pub(in crate::seckill) async fn take_stocks<'e>(
         QueryBuilder::new("UPDATE tb_seckill_voucher FORCE INDEX (PRIMARY) SET stock = stock - ");
     units(&mut update);
     update.push(" WHERE voucher_id IN ");
-    update.push_tuples(takes, |mut row, (voucher_id, _)| {
-        row.push_bind(*voucher_id);
+    update.push_tuples(super::padded(takes), |mut row, (voucher_id, _)| {
+        row.push_bind(voucher_id);
     });
     update.push(" AND stock >= ");
     units(&mut update);
