@@ -234,19 +234,25 @@ build_bins() { # build_bins [PROFILE]
 
 # What every bench does first: the machine ready, its output folder
 # ($out, under .stack/), and the release binaries built.
+# The commit the code is at, and "true" when the code differs from it
+# (tracked changes, or new files a build would take in).
+code_state() {
+    local dirty=false
+    if [ -n "$(git -C "$ROOT" status --porcelain -- src crates lua migrations tools tests nginx scripts Cargo.toml Cargo.lock 2>/dev/null)" ]; then
+        dirty=true
+    fi
+    echo "$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown) $dirty"
+}
+
 bench_start() { # bench_start OUT_NAME
     prepare_machine
     out="$STATE_DIR/$1"
     mkdir -p "$out"
     BENCH_NAME=$1
     BENCH_STARTED=$(date -u +%Y-%m-%dT%H:%M:%SZ)
-    BENCH_COMMIT=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)
-    # A run on uncommitted code cannot be reproduced from its commit.
-    BENCH_DIRTY=false
-    if [ -n "$(git -C "$ROOT" status --porcelain --untracked-files=no -- src crates lua migrations tools tests nginx scripts Cargo.toml Cargo.lock 2>/dev/null)" ]; then
-        BENCH_DIRTY=true
-    fi
     build_bins
+    # After the build: what the binaries were built from.
+    read -r BENCH_COMMIT BENCH_DIRTY <<<"$(code_state)"
 }
 
 # With KEEP=1, keeps a bench's summary in docs/bench/ with when, on which
@@ -257,10 +263,16 @@ bench_keep() { # bench_keep SUMMARY_JSON COMMAND [LINES_FILE]
         log "summary: $1 (KEEP=1 keeps it in docs/bench/, where scripts/figures reads it)"
         return 0
     fi
-    local kept
+    local kept commit dirty
+    # A commit or an edit during the runs (the stack rebuilds what
+    # changed) makes them runs of code no commit holds.
+    read -r commit dirty <<<"$(code_state)"
+    if [ "$commit" != "$BENCH_COMMIT" ] || [ "$dirty" = true ]; then
+        BENCH_DIRTY=true
+    fi
     kept="$ROOT/docs/bench/$(date -u +%F-%H%M)-$BENCH_NAME-$BENCH_COMMIT.json"
     python3 - "$1" "$kept" "$2" "${3:-}" "$BENCH_NAME" "$BENCH_STARTED" "$BENCH_COMMIT" "$BENCH_DIRTY" <<'PY'
-import json, os, platform, re, subprocess, sys, time
+import json, os, platform, re, sys, time
 summary, kept, command, lines, name, started, commit, dirty = sys.argv[1:9]
 cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "unknown")
 mem = next(int(l.split()[1]) for l in open("/proc/meminfo") if l.startswith("MemTotal"))

@@ -1,7 +1,7 @@
 //! The statements a long history could make slow, held to their plans: on
 //! a table of many orders (200 vouchers, 20,000 users, 200,000 orders,
 //! every state, a share unpaid and past due) and of a thousand ended
-//! sales, each reads through its index
+//! sales and a thousand scheduled, each reads through its index
 //! and examines what its own work needs, not the history. MariaDB's
 //! `ANALYZE FORMAT=JSON` runs the statement and reports the rows each
 //! table access really read.
@@ -18,8 +18,9 @@ const PER_VOUCHER: i64 = ORDERS / VOUCHERS;
 const VOUCHERS: i64 = 200;
 /// One order in twenty is unpaid; all but the newest are past due.
 const UNPAID: i64 = ORDERS / 20;
-/// Sales in the seed that have not ended, after a thousand that have.
-const UNENDED: i64 = 6;
+/// Sales in the seed opening within ten minutes, or opened within one,
+/// among a thousand ended, a thousand scheduled and three others.
+const OPENING: i64 = 3;
 
 /// One table access of a plan as MariaDB ran it.
 #[derive(Debug)]
@@ -164,14 +165,16 @@ async fn seed(conn: &mut MySqlConnection) {
     .execute(&mut *conn)
     .await
     .unwrap();
-    // A year of ended sales, then the unended: three on now, two opening
-    // in minutes, one in two days.
+    // A year of ended sales, a thousand scheduled over the days ahead, and
+    // six more: two on for an hour, one opened half a minute ago, two
+    // opening in minutes, one in two days.
     sqlx::query(
         "INSERT INTO tb_seckill_voucher (voucher_id, stock, begin_time, end_time)
          SELECT 1 + seq, 0, NOW() - INTERVAL seq + 2 HOUR - INTERVAL 1 YEAR, NOW() - INTERVAL seq HOUR - INTERVAL 1 YEAR
          FROM seq_0_to_999
+         UNION ALL SELECT 2001 + seq, 5, NOW() + INTERVAL seq + 3 DAY, NOW() + INTERVAL seq + 4 DAY FROM seq_0_to_999
          UNION ALL SELECT 1001, 5, NOW() - INTERVAL 1 HOUR, NOW() + INTERVAL 1 HOUR
-         UNION ALL SELECT 1002, 5, NOW() - INTERVAL 1 MINUTE, NOW() + INTERVAL 1 DAY
+         UNION ALL SELECT 1002, 5, NOW() - INTERVAL 30 SECOND, NOW() + INTERVAL 1 DAY
          UNION ALL SELECT 1003, 0, NOW() - INTERVAL 1 HOUR, NOW() + INTERVAL 1 MINUTE
          UNION ALL SELECT 1004, 5, NOW() + INTERVAL 5 MINUTE, NOW() + INTERVAL 1 HOUR
          UNION ALL SELECT 1005, 5, NOW() + INTERVAL 6 MINUTE, NOW() + INTERVAL 2 HOUR
@@ -220,12 +223,18 @@ async fn the_history_queries_read_their_own_rows_not_the_history() {
     let held = orders::held_orders_of_query(&pairs);
     let args: Vec<Value> = pairs.iter().flat_map(|&(user, voucher)| [json!(user), json!(voucher)]).collect();
     holds(c, "held_orders_of", held.sql(), &args, "uk_user_voucher", pairs.len() as i64).await;
-    // The sales an instance reads ahead of their opening: the unended
-    // ones, not a year of ended sales.
+    // The sales an instance reads ahead of their opening: those opening
+    // in the next minutes, not a year of ended sales nor the schedule.
     let now = chrono::Utc::now().naive_utc();
     let text = |at: chrono::NaiveDateTime| json!(at.format("%Y-%m-%d %H:%M:%S").to_string());
-    let args = [text(now), text(now + chrono::TimeDelta::minutes(10)), json!(1024)];
-    holds_on(c, "sv", "unended_sales", sale::UNENDED_SALES, &args, "idx_sale_end", UNENDED).await;
+    let (after, by) = (now - chrono::TimeDelta::minutes(1), now + chrono::TimeDelta::minutes(10));
+    let args = [text(after), text(by), json!(1024)];
+    holds_on(c, "sv", "sales_opening", sale::SALES_OPENING, &args, "idx_sale_begin", OPENING).await;
+    // Every sold-out voucher an instance holds, in one read: a row each.
+    let sold_out: Vec<u64> = (1..=100).collect();
+    let in_stock = sale::in_stock_of_query(&sold_out);
+    let args: Vec<Value> = (1..=128).map(|id: u64| json!(id.min(100))).collect();
+    holds_on(c, "tb_seckill_voucher", "in_stock_of", in_stock.sql(), &args, "PRIMARY", 100).await;
 
     conn.close().await.ok();
     let url = std::env::var("DATABASE_URL").unwrap();

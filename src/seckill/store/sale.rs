@@ -76,31 +76,55 @@ pub(in crate::seckill) async fn sale<'e>(db: impl MySqlExecutor<'e>, voucher_id:
     .await
 }
 
-/// A sale that has not ended, with its voucher's id.
+/// A sale with its voucher's id.
 #[derive(Debug, Clone, Copy, sqlx::FromRow)]
-pub(in crate::seckill) struct UnendedSale {
+pub(in crate::seckill) struct VoucherSale {
     pub(crate) voucher_id: u64,
     #[sqlx(flatten)]
     pub(crate) sale: SaleRow,
 }
 
-/// The sales still on at `now` or opening by `opens_by`, the ones ending
-/// first first, at most `limit`: what an instance reads ahead of their
-/// opening instant. The range on `idx_sale_end` reads only the sales that
-/// have not ended, however long the history.
-pub(super) const UNENDED_SALES: &str =
+/// The sales opening after `after` and by `by`, the first to open first,
+/// at most `limit`: what an instance reads ahead of their opening. A range
+/// on `idx_sale_begin`, so the sales already on, ended or scheduled
+/// further ahead are not read, however many there are.
+pub(super) const SALES_OPENING: &str =
     "SELECT sv.voucher_id, sv.stock, sv.begin_time, sv.end_time, CAST(v.status AS SIGNED) AS shelf, sv.create_time
      FROM tb_seckill_voucher sv LEFT JOIN tb_voucher v ON v.id = sv.voucher_id
-     WHERE sv.end_time > ? AND sv.begin_time <= ?
-     ORDER BY sv.end_time LIMIT ?";
+     WHERE sv.begin_time > ? AND sv.begin_time <= ?
+     ORDER BY sv.begin_time LIMIT ?";
 
-pub(in crate::seckill) async fn unended_sales<'e>(
+pub(in crate::seckill) async fn sales_opening<'e>(
     db: impl MySqlExecutor<'e>,
-    now: NaiveDateTime,
-    opens_by: NaiveDateTime,
+    after: NaiveDateTime,
+    by: NaiveDateTime,
     limit: u32,
-) -> sqlx::Result<Vec<UnendedSale>> {
-    sqlx::query_as(UNENDED_SALES).bind(now).bind(opens_by).bind(limit).fetch_all(db).await
+) -> sqlx::Result<Vec<VoucherSale>> {
+    sqlx::query_as(SALES_OPENING).bind(after).bind(by).bind(limit).fetch_all(db).await
+}
+
+/// Of these vouchers, the ones with stock left: one statement for every
+/// voucher an instance holds for sold out, by their primary keys.
+pub(in crate::seckill) async fn in_stock_of<'e>(
+    db: impl MySqlExecutor<'e>,
+    voucher_ids: &[u64],
+) -> sqlx::Result<HashSet<u64>> {
+    if voucher_ids.is_empty() {
+        return Ok(HashSet::new());
+    }
+    let mut select = in_stock_of_query(voucher_ids);
+    Ok(select.build_query_scalar::<u64>().fetch_all(db).await?.into_iter().collect())
+}
+
+/// `in_stock_of`'s statement for these ids (its plan is tested).
+pub(super) fn in_stock_of_query(voucher_ids: &[u64]) -> QueryBuilder<'_, MySql> {
+    let mut select: QueryBuilder<MySql> = QueryBuilder::new(
+        "SELECT voucher_id FROM tb_seckill_voucher FORCE INDEX (PRIMARY) WHERE stock > 0 AND voucher_id IN ",
+    );
+    select.push_tuples(super::padded(voucher_ids), |mut row, id| {
+        row.push_bind(id);
+    });
+    select
 }
 
 /// The hash tags of the voucher's segments 1.. (comma-separated, `''` for

@@ -137,6 +137,15 @@ impl Gate {
         self.rechecking.store(false, Ordering::Release);
     }
 
+    /// Whether MariaDB last said 0 before `instant`: a read begun after
+    /// that which finds stock may sell again; one begun before may not undo
+    /// a sell-out that came after it.
+    pub(super) fn sold_out_before(&self, instant: Instant) -> bool {
+        // The mark is kept in whole milliseconds, rounded down: the next
+        // millisecond is the latest it can have been made.
+        self.created + Duration::from_millis(self.sold_out_seen_ms.load(Ordering::Acquire) + 1) <= instant
+    }
+
     fn elapsed_ms(&self) -> u64 {
         u64::try_from(self.created.elapsed().as_millis()).unwrap_or(u64::MAX)
     }

@@ -36,9 +36,15 @@ const GATES_MAX: usize = 1_024;
 /// How long after its end a sale's gate stays: requests that arrive late
 /// still get ENDED from memory.
 const ENDED_KEPT: chrono::TimeDelta = chrono::TimeDelta::minutes(10);
-/// How far ahead of its opening a sale's gate is read: a voucher made
-/// seconds before its sale opens is still read before it.
+/// How far ahead of its opening a sale's gate is read. A round comes
+/// about every second, so a voucher made a few seconds before its sale
+/// opens is read before it; ten minutes leaves an instance restarted
+/// shortly before an opening the time to read it, and keeps the read to
+/// the sales of the next minutes, not the whole schedule.
 const READ_AHEAD: chrono::TimeDelta = chrono::TimeDelta::minutes(10);
+/// And how long after its opening: an instance started just after a sale
+/// opened reads it too.
+const READ_BEHIND: chrono::TimeDelta = chrono::TimeDelta::minutes(1);
 
 /// What a round's refresh changed.
 #[derive(Debug, Default)]
@@ -115,34 +121,55 @@ impl VoucherGates {
         self.gates.lock().expect("voucher gates poisoned").get(&voucher_id).cloned()
     }
 
-    /// Each round, one read of the sales on now or opening soon, for two
-    /// things. The ones this instance does not know yet become known:
-    /// without it, fifty sales opening at the same second would each be
-    /// read at their opening instant, by every instance and by every order
-    /// that arrives before the first read returns, while their buyers wait.
-    /// And the ones it holds for sold out whose stock came back (a cancel
-    /// or the unpaid timeout on another instance, the admin's stock route
-    /// there) sell here within a round, without a burst of buyers told
-    /// SOLD_OUT while one request rechecks. One statement whatever the
-    /// number of sales: a read per sold-out voucher and round made five
-    /// hundred sold-out sales cost each instance five hundred reads a
-    /// second for as long as they were on. Never pushes a gate out: past
-    /// `GATES_MAX` the rest are read on their first order.
+    /// Each round, two reads, each one statement whatever the number of
+    /// sales. The sales opening within `READ_AHEAD` that this instance
+    /// does not know yet become known: without it, fifty sales opening at
+    /// the same second would each be read at their opening instant, by
+    /// every instance and by every order that arrives before the first
+    /// read returns, while their buyers wait. And the vouchers it holds for
+    /// sold out, still on sale, whose stock came back (a cancel or the
+    /// unpaid timeout on another instance, the admin's stock route there)
+    /// sell here within a round, without a burst of buyers told SOLD_OUT
+    /// while one request rechecks; a read per such voucher and round made
+    /// five hundred sold-out sales cost each instance five hundred reads a
+    /// second for as long as they were on. Past `GATES_MAX`, the gates of
+    /// sales ended a while ago leave first; live ones are never pushed out
+    /// here (the rest are read on their first order).
     pub(super) async fn refresh(&self, db: &MySqlPool) -> sqlx::Result<Refreshed> {
         let now = chrono::Utc::now().naive_utc();
-        let sales = store::unended_sales(db, now, now + READ_AHEAD, GATES_MAX as u32).await?;
+        // A gate found sold out after the read began keeps its flag: the
+        // read may predate the order that took the last unit.
+        let asked = std::time::Instant::now();
+        let sold_out: Vec<u64> = self
+            .gates
+            .lock()
+            .expect("voucher gates poisoned")
+            .iter()
+            .filter(|(_, gate)| gate.is_sold_out() && gate.window.end > now)
+            .map(|(&id, _)| id)
+            .collect();
+        let back = store::in_stock_of(db, &sold_out).await?;
+        let opening = store::sales_opening(db, now - READ_BEHIND, now + READ_AHEAD, GATES_MAX as u32).await?;
         let mut gates = self.gates.lock().expect("voucher gates poisoned");
         let mut refreshed = Refreshed::default();
-        for store::UnendedSale { voucher_id, sale } in sales {
-            if let Some(gate) = gates.get(&voucher_id) {
-                if gate.is_sold_out() && sale.stock > 0 {
-                    gate.sell_again();
-                    refreshed.selling_again.push(voucher_id);
-                }
-                continue;
+        for voucher_id in back {
+            if let Some(gate) = gates.get(&voucher_id)
+                && gate.is_sold_out()
+                && gate.sold_out_before(asked)
+            {
+                gate.sell_again();
+                refreshed.selling_again.push(voucher_id);
             }
+        }
+        let unknown: Vec<store::VoucherSale> =
+            opening.into_iter().filter(|sale| !gates.contains_key(&sale.voucher_id)).collect();
+        if gates.len() + unknown.len() > GATES_MAX {
+            let cutoff = now - ENDED_KEPT;
+            gates.retain(|_, gate| gate.window.end > cutoff);
+        }
+        for store::VoucherSale { voucher_id, sale } in unknown {
             if gates.len() >= GATES_MAX {
-                continue;
+                break;
             }
             let window = SaleWindow { begin: sale.begin_time, end: sale.end_time };
             let gate = Gate::new(window, self.permits_per_voucher, self.queue_max);
@@ -269,18 +296,18 @@ mod tests {
     }
 
     #[sqlx::test(migrations = "./migrations")]
-    async fn the_sales_on_and_opening_soon_are_known_before_their_first_order(pool: sqlx::MySqlPool) {
+    async fn the_sales_opening_soon_are_known_before_their_first_order(pool: sqlx::MySqlPool) {
         sale(&pool, 1, 5, TimeDelta::minutes(-10)).await;
         sale(&pool, 2, 5, TimeDelta::seconds(3)).await;
-        sale(&pool, 3, 0, TimeDelta::minutes(-1)).await;
+        sale(&pool, 3, 0, TimeDelta::seconds(-30)).await;
         sale(&pool, 4, 5, TimeDelta::days(2)).await;
         sale(&pool, 5, 5, TimeDelta::hours(-2)).await;
         let gates = VoucherGates::new(8, 16);
-        assert_eq!(gates.refresh(&pool).await.unwrap().read_ahead, 3);
-        assert!(gates.known(1).is_some_and(|gate| !gate.is_sold_out()), "on sale now");
-        assert!(gates.known(2).is_some(), "opening in seconds");
-        assert!(gates.known(3).is_some_and(|gate| gate.is_sold_out()), "on, and sold out");
-        assert!(gates.known(4).is_none(), "days away: read on its first order or a later round");
+        assert_eq!(gates.refresh(&pool).await.unwrap().read_ahead, 2);
+        assert!(gates.known(2).is_some_and(|gate| !gate.is_sold_out()), "opening in seconds");
+        assert!(gates.known(3).is_some_and(|gate| gate.is_sold_out()), "opened just now, and sold out");
+        assert!(gates.known(1).is_none(), "on for minutes: read on its first order, as an instance always did");
+        assert!(gates.known(4).is_none(), "days away: read in a later round");
         assert!(gates.known(5).is_none(), "ended");
         assert_eq!(gates.refresh(&pool).await.unwrap().read_ahead, 0, "known ones are not read again");
     }
@@ -290,10 +317,11 @@ mod tests {
         sale(&pool, 1, 0, TimeDelta::minutes(-10)).await;
         sale(&pool, 2, 0, TimeDelta::minutes(-10)).await;
         let gates = VoucherGates::new(8, 16);
-        gates.refresh(&pool).await.unwrap();
-        assert!(gates.known(1).is_some_and(|gate| gate.is_sold_out()));
+        open_sale(&gates, 1, 0);
+        open_sale(&gates, 2, 0);
         // Another instance returned a unit of voucher 1.
         sqlx::query("UPDATE tb_seckill_voucher SET stock = 1 WHERE voucher_id = 1").execute(&pool).await.unwrap();
+        std::thread::sleep(Duration::from_millis(2));
         let refreshed = gates.refresh(&pool).await.unwrap();
         assert_eq!(refreshed.selling_again, vec![1]);
         assert!(!gates.known(1).unwrap().is_sold_out(), "sells again");
@@ -301,7 +329,29 @@ mod tests {
     }
 
     #[sqlx::test(migrations = "./migrations")]
-    async fn reading_ahead_never_pushes_a_known_gate_out(pool: sqlx::MySqlPool) {
+    async fn the_next_sale_is_read_ahead_among_a_thousand_on_and_room_is_made_from_the_ended(pool: sqlx::MySqlPool) {
+        // More sales on now than an instance keeps gates for, and every
+        // gate it has is of a sale that ended long ago.
+        sqlx::query(
+            "INSERT INTO tb_seckill_voucher (voucher_id, stock, begin_time, end_time)
+             SELECT 10 + seq, 5, NOW() - INTERVAL 30 MINUTE, NOW() + INTERVAL 2 HOUR FROM seq_0_to_1099",
+        )
+        .execute(&pool)
+        .await
+        .unwrap();
+        sale(&pool, 1, 5, TimeDelta::seconds(3)).await;
+        let gates = VoucherGates::new(1, 1);
+        let ended = SaleWindow { begin: now() - TimeDelta::days(2), end: now() - TimeDelta::days(1) };
+        for voucher in 100_000..100_000 + super::GATES_MAX as u64 {
+            gates.insert(voucher, ended, 1);
+        }
+        assert_eq!(gates.refresh(&pool).await.unwrap().read_ahead, 1);
+        assert!(gates.known(1).is_some(), "the sale opening next is known");
+        assert!(gates.known(100_000).is_none(), "the ended sales made room");
+    }
+
+    #[sqlx::test(migrations = "./migrations")]
+    async fn reading_ahead_never_pushes_a_live_gate_out(pool: sqlx::MySqlPool) {
         let gates = VoucherGates::new(1, 1);
         for voucher in 1..=super::GATES_MAX as u64 {
             open_sale(&gates, voucher, 1);
