@@ -85,7 +85,7 @@ pub(in crate::seckill) async fn held_orders_of<'e>(
 pub(super) fn held_orders_of_query(pairs: &[(u64, u64)]) -> QueryBuilder<'_, MySql> {
     let mut holders: QueryBuilder<MySql> =
         QueryBuilder::new("SELECT user_id, live_voucher, id FROM tb_voucher_order WHERE (user_id, live_voucher) IN ");
-    holders.push_tuples(super::padded(pairs), |mut row, (user_id, voucher_id)| {
+    holders.push_tuples(super::padding::padded(pairs), |mut row, (user_id, voucher_id)| {
         row.push_bind(user_id).push_bind(voucher_id);
     });
     holders

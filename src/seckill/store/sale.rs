@@ -121,7 +121,7 @@ pub(super) fn in_stock_of_query(voucher_ids: &[u64]) -> QueryBuilder<'_, MySql> 
     let mut select: QueryBuilder<MySql> = QueryBuilder::new(
         "SELECT voucher_id FROM tb_seckill_voucher FORCE INDEX (PRIMARY) WHERE stock > 0 AND voucher_id IN ",
     );
-    select.push_tuples(super::padded(voucher_ids), |mut row, id| {
+    select.push_tuples(super::padding::padded(voucher_ids), |mut row, id| {
         row.push_bind(id);
     });
     select
@@ -171,7 +171,7 @@ pub(in crate::seckill) async fn on_shelf_of<'e>(
 ) -> sqlx::Result<HashSet<u64>> {
     let mut select: QueryBuilder<MySql> =
         QueryBuilder::new("SELECT id, CAST(status AS SIGNED) FROM tb_voucher FORCE INDEX (PRIMARY) WHERE id IN ");
-    select.push_tuples(super::padded(voucher_ids), |mut row, id| {
+    select.push_tuples(super::padding::padded(voucher_ids), |mut row, id| {
         row.push_bind(id);
     });
     select.push(" ORDER BY id LOCK IN SHARE MODE");
@@ -188,7 +188,7 @@ pub(in crate::seckill) async fn lock_stocks<'e>(
     let mut select: QueryBuilder<MySql> = QueryBuilder::new(
         "SELECT voucher_id, stock FROM tb_seckill_voucher FORCE INDEX (PRIMARY) WHERE voucher_id IN ",
     );
-    select.push_tuples(super::padded(voucher_ids), |mut row, id| {
+    select.push_tuples(super::padding::padded(voucher_ids), |mut row, id| {
         row.push_bind(id);
     });
     select.push(" ORDER BY voucher_id FOR UPDATE");
@@ -207,7 +207,7 @@ pub(in crate::seckill) async fn take_stocks<'e>(
     }
     let units = |update: &mut QueryBuilder<'_, MySql>| {
         update.push("CASE voucher_id");
-        for (voucher_id, units) in super::padded(takes) {
+        for (voucher_id, units) in super::padding::padded(takes) {
             update.push(" WHEN ").push_bind(voucher_id).push(" THEN ").push_bind(units);
         }
         update.push(" END");
@@ -216,7 +216,7 @@ pub(in crate::seckill) async fn take_stocks<'e>(
         QueryBuilder::new("UPDATE tb_seckill_voucher FORCE INDEX (PRIMARY) SET stock = stock - ");
     units(&mut update);
     update.push(" WHERE voucher_id IN ");
-    update.push_tuples(super::padded(takes), |mut row, (voucher_id, _)| {
+    update.push_tuples(super::padding::padded(takes), |mut row, (voucher_id, _)| {
         row.push_bind(voucher_id);
     });
     update.push(" AND stock >= ");
