@@ -164,19 +164,14 @@ impl VoucherGates {
         let unknown: Vec<store::VoucherSale> =
             opening.into_iter().filter(|sale| !gates.contains_key(&sale.voucher_id)).collect();
         if gates.len() + unknown.len() > GATES_MAX {
-            let cutoff = now - ENDED_KEPT;
-            gates.retain(|_, gate| gate.window.end > cutoff);
+            forget_ended(&mut gates, now);
         }
         for store::VoucherSale { voucher_id, sale } in unknown {
             if gates.len() >= GATES_MAX {
                 break;
             }
             let window = SaleWindow { begin: sale.begin_time, end: sale.end_time };
-            let gate = Gate::new(window, self.permits_per_voucher, self.queue_max);
-            if sale.stock <= 0 {
-                gate.mark_sold_out();
-            }
-            gates.insert(voucher_id, Arc::new(gate));
+            gates.insert(voucher_id, self.new_gate(window, sale.stock));
             refreshed.read_ahead += 1;
         }
         Ok(refreshed)
@@ -187,8 +182,7 @@ impl VoucherGates {
     fn insert(&self, voucher_id: u64, window: SaleWindow, stock: i32) -> Arc<Gate> {
         let mut gates = self.gates.lock().expect("voucher gates poisoned");
         if gates.len() >= GATES_MAX {
-            let cutoff = chrono::Utc::now().naive_utc() - ENDED_KEPT;
-            gates.retain(|_, gate| gate.window.end > cutoff);
+            forget_ended(&mut gates, chrono::Utc::now().naive_utc());
             // Still full of live sales: the one ending first leaves (its
             // orders in flight keep their gate; a later one reloads it).
             if gates.len() >= GATES_MAX
@@ -197,15 +191,30 @@ impl VoucherGates {
                 gates.remove(&first);
             }
         }
-        let gate = gates
-            .entry(voucher_id)
-            .or_insert_with(|| Arc::new(Gate::new(window, self.permits_per_voucher, self.queue_max)))
-            .clone();
+        let gate = gates.entry(voucher_id).or_insert_with(|| self.new_gate(window, stock)).clone();
+        // Known already (another order read it meanwhile): this read's 0 is
+        // news to it too.
         if stock <= 0 {
             gate.mark_sold_out();
         }
         gate
     }
+
+    /// A gate for a sale read with `stock` left: sold out at once at 0.
+    fn new_gate(&self, window: SaleWindow, stock: i32) -> Arc<Gate> {
+        let gate = Gate::new(window, self.permits_per_voucher, self.queue_max);
+        if stock <= 0 {
+            gate.mark_sold_out();
+        }
+        Arc::new(gate)
+    }
+}
+
+/// Drops the gates of sales that ended more than `ENDED_KEPT` before
+/// `now`: requests that late no longer need ENDED from memory.
+fn forget_ended(gates: &mut HashMap<u64, Arc<Gate>>, now: chrono::NaiveDateTime) {
+    let cutoff = now - ENDED_KEPT;
+    gates.retain(|_, gate| gate.window.end > cutoff);
 }
 
 #[cfg(test)]
