@@ -255,6 +255,10 @@ bench_start() { # bench_start OUT_NAME
     read -r BENCH_COMMIT BENCH_DIRTY <<<"$(code_state)"
 }
 
+# Python for a bench's summary, with scripts/medians.py importable: the
+# medians and spread every bench prints are computed in one place.
+bench_python() { PYTHONPATH="$ROOT/scripts${PYTHONPATH:+:$PYTHONPATH}" python3 "$@"; }
+
 # With KEEP=1, keeps a bench's summary in docs/bench/ with when, on which
 # commit and machine, and by which command it was made: the files that
 # README's and BENCHMARKS' figures are generated from (scripts/figures).
