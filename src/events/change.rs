@@ -55,3 +55,11 @@ impl Change {
         }
     }
 }
+
+/// An order whose row was just inserted, as its `created` event names it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct OrderCreated {
+    pub(crate) voucher_id: u64,
+    pub(crate) order_id: i64,
+    pub(crate) user_id: u64,
+}

@@ -17,7 +17,7 @@ mod publisher;
 mod relay;
 mod store;
 
-pub(crate) use change::Change;
+pub(crate) use change::{Change, OrderCreated};
 pub(crate) use outbox::Outbox;
 
 use std::sync::Arc;

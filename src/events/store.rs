@@ -4,20 +4,16 @@
 use chrono::NaiveDateTime;
 use sqlx::{MySql, MySqlConnection, MySqlPool, QueryBuilder, Transaction, pool::PoolConnection};
 
-use super::change::Change;
+use super::change::{Change, OrderCreated};
 
-pub(super) async fn insert_created(
-    conn: &mut MySqlConnection,
-    voucher_id: u64,
-    orders: &[(i64, u64)],
-) -> sqlx::Result<()> {
+pub(super) async fn insert_created(conn: &mut MySqlConnection, orders: &[OrderCreated]) -> sqlx::Result<()> {
     let change = Change::Created;
     let mut insert: QueryBuilder<MySql> =
         QueryBuilder::new("INSERT INTO tb_order_outbox (order_id, user_id, voucher_id, type, state) ");
-    insert.push_values(orders, |mut row, (order_id, user_id)| {
-        row.push_bind(*order_id)
-            .push_bind(*user_id)
-            .push_bind(voucher_id)
+    insert.push_values(orders, |mut row, order| {
+        row.push_bind(order.order_id)
+            .push_bind(order.user_id)
+            .push_bind(order.voucher_id)
             .push_bind(change.name())
             .push_bind(change.state());
     });

@@ -13,6 +13,7 @@ use super::{
     stream::{Entry, Held, PersistError, acknowledge, held},
 };
 use crate::{
+    events::OrderCreated,
     keys::SeckillKeys,
     seckill::{
         asynchronous::segments::Segments,
@@ -125,7 +126,8 @@ impl Batch<'_> {
         if !candidates.is_empty() {
             let orders: Vec<NewOrder> = candidates.iter().map(|e| e.row()).collect();
             let inserted = store::insert_orders(&mut *tx, voucher, &orders).await?;
-            self.recovery.outbox.created(&mut tx, voucher, &NewOrder::keys(&orders)).await?;
+            let created: Vec<OrderCreated> = candidates.iter().map(|e| e.created(voucher)).collect();
+            self.recovery.outbox.created(&mut tx, &created).await?;
             if !store::take_stock(&mut *tx, voucher, inserted).await? {
                 return Err(PersistError::Refused(anyhow::anyhow!(
                     "MariaDB has less stock than {inserted} orders accepted in Redis"

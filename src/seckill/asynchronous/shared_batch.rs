@@ -20,6 +20,7 @@ use super::{
     stream::{Entry, Held, PersistError, acknowledge, held},
 };
 use crate::{
+    events::OrderCreated,
     keys::SeckillKeys,
     seckill::store::{self, NewOrder},
 };
@@ -101,10 +102,9 @@ impl Batch<'_> {
         let orders: Vec<(u64, NewOrder)> =
             parsed.iter().flat_map(|(voucher, _, entries)| entries.iter().map(|e| (*voucher, e.row()))).collect();
         store::insert_orders_of(&mut *tx, orders.iter().map(|(voucher, order)| (*voucher, order))).await?;
-        for (voucher, _, entries) in parsed {
-            let keys: Vec<(i64, u64)> = entries.iter().map(|e| (e.order_id, e.user_id)).collect();
-            self.recovery.outbox.created(&mut tx, *voucher, &keys).await?;
-        }
+        let created: Vec<OrderCreated> =
+            parsed.iter().flat_map(|(voucher, _, entries)| entries.iter().map(|e| e.created(*voucher))).collect();
+        self.recovery.outbox.created(&mut tx, &created).await?;
         let takes: Vec<(u64, u64)> = takes.into_iter().collect();
         if !store::take_stocks(&mut *tx, &takes).await? {
             return Ok(None);

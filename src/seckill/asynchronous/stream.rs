@@ -10,6 +10,7 @@ use redis::{AsyncCommands, Script, streams::StreamId};
 
 use crate::{
     dependency::refused_by_the_data,
+    events::OrderCreated,
     keys::{Keys, SeckillKeys},
     seckill::{asynchronous::segments::SegmentMaps, store::NewOrder},
 };
@@ -46,6 +47,12 @@ impl Entry {
             user_id: self.user_id,
             create_time: Some(DateTime::from_timestamp_millis(self.ts_ms).unwrap_or_default().naive_utc()),
         }
+    }
+
+    /// What the order's `created` event names (the entry does not carry
+    /// its voucher: the stream does).
+    pub(super) fn created(&self, voucher_id: u64) -> OrderCreated {
+        OrderCreated { voucher_id, order_id: self.order_id, user_id: self.user_id }
     }
 }
 

@@ -29,13 +29,6 @@ pub(in crate::seckill) struct NewOrder {
     pub(crate) create_time: Option<NaiveDateTime>,
 }
 
-impl NewOrder {
-    /// (order id, user id) of each: what their `created` events name.
-    pub(in crate::seckill) fn keys(orders: &[NewOrder]) -> Vec<(i64, u64)> {
-        orders.iter().map(|o| (o.id, o.user_id)).collect()
-    }
-}
-
 /// One multi-row insert. A user who already holds an order for the voucher
 /// runs into `UNIQUE_ORDER_INDEX`: the database has the last word.
 pub(in crate::seckill) async fn insert_orders<'e>(

@@ -11,7 +11,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::{
     dependency::OnUnique,
-    events::Outbox,
+    events::{OrderCreated, Outbox},
     seckill::{
         error::{SeckillError, SeckillResult},
         model::PathUse,
@@ -131,7 +131,11 @@ pub(super) async fn reserve(
         .await
         .on_unique(UNIQUE_ORDER_INDEX, || SeckillError::DuplicateOrder(None));
     let inserted = match inserted {
-        Ok(_) => outbox.created(&mut tx, voucher_id, &[(order_id, user_id)]).await.map(|()| 1).map_err(Into::into),
+        Ok(_) => outbox
+            .created(&mut tx, &[OrderCreated { voucher_id, order_id, user_id }])
+            .await
+            .map(|()| 1)
+            .map_err(Into::into),
         Err(err) => Err(err),
     };
     let inserted = match (inserted, spend) {

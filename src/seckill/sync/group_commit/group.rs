@@ -13,7 +13,7 @@ use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
 use crate::{
-    events::Outbox,
+    events::{OrderCreated, Outbox},
     seckill::{
         error::SeckillResult,
         model::PathUse,
@@ -34,6 +34,12 @@ pub(super) struct Member {
     /// Cancelled when the user's lock is lost: the order must not commit.
     pub(super) lost: CancellationToken,
     pub(super) reply: oneshot::Sender<SeckillResult<()>>,
+}
+
+impl Member {
+    pub(super) fn created(&self) -> OrderCreated {
+        OrderCreated { voucher_id: self.voucher_id, order_id: self.order_id, user_id: self.user_id }
+    }
 }
 
 /// What the group's transaction decided, by index into the group.
@@ -203,11 +209,9 @@ async fn write_winners(
     let written = async {
         store::insert_orders_of(&mut **tx, orders.iter().map(|(v, o)| (*v, o))).await?;
         store::spend_paths(&mut **tx, &paths).await?;
-        for (voucher, winners) in taken {
-            let keys: Vec<(i64, u64)> = winners.iter().map(|&i| (group[i].order_id, group[i].user_id)).collect();
-            outbox.created(tx, *voucher, &keys).await?;
-        }
-        Ok(())
+        let created: Vec<OrderCreated> =
+            taken.iter().flat_map(|(_, winners)| winners.iter().map(|&i| group[i].created())).collect();
+        outbox.created(tx, &created).await
     };
     written.await.map_err(|err: sqlx::Error| match err {
         sqlx::Error::Database(_) => GroupError::Refused(err),
