@@ -19,6 +19,8 @@ pub mod ids;
 pub mod keys;
 mod monitoring;
 mod openapi;
+#[cfg(test)]
+mod plan_check;
 mod recent;
 mod salepath;
 mod schema;

@@ -7,9 +7,10 @@
 //! table access really read.
 
 use serde_json::{Value, json};
-use sqlx::{Connection, MySqlConnection, mysql::MySqlConnectOptions};
+use sqlx::MySqlConnection;
 
 use super::{after_sale, orders, sale};
+use crate::plan_check::{analyze, drop_scratch, holds_on, scratch_database};
 
 const ORDERS: i64 = 200_000;
 /// Orders per user and per voucher in the seed.
@@ -22,130 +23,10 @@ const UNPAID: i64 = ORDERS / 20;
 /// among a thousand ended, a thousand scheduled and three others.
 const OPENING: i64 = 3;
 
-/// One table access of a plan as MariaDB ran it.
-#[derive(Debug)]
-struct Access {
-    table: String,
-    access_type: String,
-    key: Option<String>,
-    examined: f64,
-}
-
-/// Every table access in an `ANALYZE FORMAT=JSON` document.
-fn accesses(plan: &Value, found: &mut Vec<Access>) {
-    match plan {
-        Value::Object(map) => {
-            if let Some(table) = map.get("table_name").and_then(Value::as_str) {
-                let access_type = map.get("access_type").and_then(Value::as_str).unwrap_or_default().to_owned();
-                // A constant lookup is read while the plan is made and
-                // reports no rows; any other access must say what it read.
-                let number = |name: &str| match map.get(name).and_then(Value::as_f64) {
-                    Some(n) => n,
-                    None if access_type == "const" => 0.0,
-                    None => panic!("{name} missing from an access of {table}: {plan}"),
-                };
-                found.push(Access {
-                    table: table.to_owned(),
-                    key: map.get("key").and_then(Value::as_str).map(str::to_owned),
-                    examined: number("r_rows") * number("r_loops"),
-                    access_type,
-                });
-            }
-            map.values().for_each(|v| accesses(v, found));
-        }
-        Value::Array(items) => items.iter().for_each(|v| accesses(v, found)),
-        _ => {}
-    }
-}
-
-/// Runs `sql`, the service's own text, under `ANALYZE` with `args` (whole
-/// numbers and texts) bound to its placeholders (a server-side `PREPARE`,
-/// as `LIMIT ?` takes no session variable).
-async fn analyze(conn: &mut MySqlConnection, sql: &str, args: &[Value]) -> Vec<Access> {
-    sqlx::query("SET @plan = ?").bind(format!("ANALYZE FORMAT=JSON {sql}")).execute(&mut *conn).await.unwrap();
-    let mut using = Vec::new();
-    for (n, arg) in args.iter().enumerate() {
-        let statement = format!("SET @p{n} = ?");
-        let set = sqlx::query(&statement);
-        let set = match arg {
-            Value::Number(number) => set.bind(number.as_i64().expect("a whole number")),
-            Value::String(text) => set.bind(text.as_str()),
-            other => panic!("an argument of {sql} is neither a number nor a text: {other}"),
-        };
-        set.execute(&mut *conn).await.unwrap();
-        using.push(format!("@p{n}"));
-    }
-    sqlx::raw_sql("PREPARE plan FROM @plan").execute(&mut *conn).await.unwrap();
-    let execute = match using.is_empty() {
-        true => "EXECUTE plan".to_owned(),
-        false => format!("EXECUTE plan USING {}", using.join(", ")),
-    };
-    let row = sqlx::raw_sql(&execute).fetch_one(&mut *conn).await.unwrap();
-    let plan: String = sqlx::Row::get(&row, 0);
-    let mut found = Vec::new();
-    accesses(&serde_json::from_str(&plan).unwrap(), &mut found);
-    assert!(!found.is_empty(), "no table access in the plan of {sql}: {plan}");
-    found
-}
-
 /// Holds `sql`'s one access to the orders to `key`, examining at most
 /// `bound` rows.
 async fn holds(conn: &mut MySqlConnection, name: &str, sql: &str, args: &[Value], key: &str, bound: i64) {
     holds_on(conn, "tb_voucher_order", name, sql, args, key, bound).await;
-}
-
-/// Holds `sql`'s access to `table` (its alias, if it has one) to `key`,
-/// examining at most `bound` rows; any other table it reads is read by
-/// its primary key, at most `bound` times.
-async fn holds_on(
-    conn: &mut MySqlConnection,
-    table: &str,
-    name: &str,
-    sql: &str,
-    args: &[Value],
-    key: &str,
-    bound: i64,
-) {
-    let found = analyze(conn, sql, args).await;
-    let (mine, joined): (Vec<_>, Vec<_>) = found.iter().partition(|access| access.table == table);
-    let [access] = mine.as_slice() else { panic!("{name}: one access to {table} expected, got {found:?}") };
-    for other in joined {
-        assert_eq!(
-            other.key.as_deref(),
-            Some("PRIMARY"),
-            "{name} joins {} by more than its key: {other:?}",
-            other.table
-        );
-        assert!(
-            other.examined <= bound as f64,
-            "{name} examined {} rows of {}: {other:?}",
-            other.examined,
-            other.table
-        );
-    }
-    assert_ne!(access.access_type, "ALL", "{name} reads the whole table: {access:?}");
-    assert_eq!(access.key.as_deref(), Some(key), "{name} reads through another index: {access:?}");
-    assert!(access.examined <= bound as f64, "{name} examined {} rows, more than {bound}: {access:?}", access.examined);
-}
-
-/// A database of the test's own: several runs may share one server.
-fn scratch() -> String {
-    format!("hmdp_plans_{}", std::process::id())
-}
-
-async fn scratch_database() -> MySqlConnection {
-    let url = std::env::var("DATABASE_URL").expect("DATABASE_URL names the MariaDB the tests may use");
-    let options: MySqlConnectOptions = url.parse().unwrap();
-    let mut server = MySqlConnection::connect_with(&options.clone().database("information_schema")).await.unwrap();
-    let scratch = scratch();
-    sqlx::raw_sql(&format!("DROP DATABASE IF EXISTS {scratch}; CREATE DATABASE {scratch}"))
-        .execute(&mut server)
-        .await
-        .unwrap();
-    let pool = sqlx::MySqlPool::connect_with(options.clone().database(&scratch)).await.unwrap();
-    crate::schema::migrate(&pool).await.unwrap();
-    pool.close().await;
-    MySqlConnection::connect_with(&options.database(&scratch)).await.unwrap()
 }
 
 async fn seed(conn: &mut MySqlConnection) {
@@ -188,7 +69,7 @@ async fn seed(conn: &mut MySqlConnection) {
 
 #[tokio::test]
 async fn the_history_queries_read_their_own_rows_not_the_history() {
-    let mut conn = scratch_database().await;
+    let mut conn = scratch_database("history").await;
     seed(&mut conn).await;
     let c = &mut conn;
     let (order, user, voucher) = (123_457, 1 + 123_457 / PER_USER, 7);
@@ -236,9 +117,5 @@ async fn the_history_queries_read_their_own_rows_not_the_history() {
     let args: Vec<Value> = (1..=128).map(|id: u64| json!(id.min(100))).collect();
     holds_on(c, "tb_seckill_voucher", "in_stock_of", in_stock.sql(), &args, "PRIMARY", 100).await;
 
-    conn.close().await.ok();
-    let url = std::env::var("DATABASE_URL").unwrap();
-    let options: MySqlConnectOptions = url.parse().unwrap();
-    let mut server = MySqlConnection::connect_with(&options.database("information_schema")).await.unwrap();
-    sqlx::raw_sql(&format!("DROP DATABASE {}", scratch())).execute(&mut server).await.unwrap();
+    drop_scratch(conn, "history").await;
 }
