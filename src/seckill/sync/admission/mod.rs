@@ -30,9 +30,16 @@ use crate::seckill::{
 const MISSING_MEMORY: Duration = Duration::from_secs(5);
 /// Missing ids remembered at most.
 const MISSING_MAX: usize = 10_000;
-/// Gates kept before the ended sales are dropped; each gate is small, so
-/// this bounds the memory of a year of daily sales, not a live sale.
-const GATES_MAX: usize = 1_024;
+/// Gates kept before the ended sales are dropped; each gate is a few
+/// hundred bytes, so this bounds the memory (a few MiB) of a year of
+/// sales, not the sales on at once: at 1,024, a shop with more sales on
+/// than that (bench-many keeps each round's 551 on for two hours) had its
+/// read-ahead stopped by a full map of live gates, and each of its new
+/// sales' gates was read by its first orders, pushing out another live
+/// one to be read again.
+const GATES_MAX: usize = 10_000;
+/// Sales read ahead a round, at most.
+const READ_AHEAD_MAX: u32 = 1_024;
 /// How long after its end a sale's gate stays: requests that arrive late
 /// still get ENDED from memory.
 const ENDED_KEPT: chrono::TimeDelta = chrono::TimeDelta::minutes(10);
@@ -42,8 +49,11 @@ const ENDED_KEPT: chrono::TimeDelta = chrono::TimeDelta::minutes(10);
 /// shortly before an opening the time to read it, and keeps the read to
 /// the sales of the next minutes, not the whole schedule.
 const READ_AHEAD: chrono::TimeDelta = chrono::TimeDelta::minutes(10);
-/// And how long after its opening: an instance started just after a sale
-/// opened reads it too.
+/// And how long after its opening, in an instance's first round: one
+/// started just after a sale opened reads it too. Later rounds read from
+/// the round before on: every sale opening since was in their window, and
+/// the sales of the last minute, known already, would come first and
+/// could fill the read.
 const READ_BEHIND: chrono::TimeDelta = chrono::TimeDelta::minutes(1);
 
 /// What a round's refresh changed.
@@ -62,6 +72,8 @@ pub(super) struct VoucherGates {
     gates: Arc<Mutex<HashMap<u64, Arc<Gate>>>>,
     /// Ids recently found to be no seckill voucher.
     missing: Arc<RecentIds>,
+    /// When the last round's read of the sales opening ran.
+    last_read: Arc<Mutex<Option<chrono::NaiveDateTime>>>,
 }
 
 impl VoucherGates {
@@ -71,6 +83,7 @@ impl VoucherGates {
             queue_max,
             gates: Arc::default(),
             missing: Arc::new(RecentIds::new(MISSING_MAX, Some(MISSING_MEMORY))),
+            last_read: Arc::default(),
         }
     }
 
@@ -149,7 +162,9 @@ impl VoucherGates {
             .map(|(&id, _)| id)
             .collect();
         let back = store::in_stock_of(db, &sold_out).await?;
-        let opening = store::sales_opening(db, now - READ_BEHIND, now + READ_AHEAD, GATES_MAX as u32).await?;
+        let since = self.last_read.lock().expect("gate reads poisoned").unwrap_or(now - READ_BEHIND);
+        let opening = store::sales_opening(db, since, now + READ_AHEAD, READ_AHEAD_MAX).await?;
+        *self.last_read.lock().expect("gate reads poisoned") = Some(now);
         let mut gates = self.gates.lock().expect("voucher gates poisoned");
         let mut refreshed = Refreshed::default();
         for voucher_id in back {

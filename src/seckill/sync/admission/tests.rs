@@ -142,6 +142,25 @@ async fn the_next_sale_is_read_ahead_among_a_thousand_on_and_room_is_made_from_t
 }
 
 #[sqlx::test(migrations = "./migrations")]
+async fn the_sales_opened_in_the_last_minute_do_not_crowd_out_the_next_one(pool: sqlx::MySqlPool) {
+    // Two rounds of bench-many: 1,100 sales opened half a minute ago, more
+    // than a round reads, and the next one opening in seconds.
+    sqlx::query(
+        "INSERT INTO tb_seckill_voucher (voucher_id, stock, begin_time, end_time)
+         SELECT 10 + seq, 5, NOW() - INTERVAL 30 SECOND, NOW() + INTERVAL 2 HOUR FROM seq_0_to_1099",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+    let gates = VoucherGates::new(1, 1);
+    let first = gates.refresh(&pool).await.unwrap().read_ahead;
+    assert_eq!(first, super::READ_AHEAD_MAX as usize, "an instance's first round reads the sales of the last minute");
+    sale(&pool, 1, 5, TimeDelta::seconds(3)).await;
+    assert_eq!(gates.refresh(&pool).await.unwrap().read_ahead, 1);
+    assert!(gates.known(1).is_some(), "the sale opening next is read ahead of its first order");
+}
+
+#[sqlx::test(migrations = "./migrations")]
 async fn reading_ahead_never_pushes_a_live_gate_out(pool: sqlx::MySqlPool) {
     let gates = VoucherGates::new(1, 1);
     for voucher in 1..=super::GATES_MAX as u64 {
