@@ -119,17 +119,23 @@ async fn a_sold_out_voucher_whose_stock_came_back_sells_again_at_the_next_round(
     assert!(gates.known(2).unwrap().is_sold_out(), "still none left");
 }
 
+/// 1,100 sales (ids 10 to 1109) that opened `ago` and end in two hours.
+async fn eleven_hundred_sales_on(pool: &sqlx::MySqlPool, ago: TimeDelta) {
+    sqlx::query(
+        "INSERT INTO tb_seckill_voucher (voucher_id, stock, begin_time, end_time)
+         SELECT 10 + seq, 5, NOW() - INTERVAL ? SECOND, NOW() + INTERVAL 2 HOUR FROM seq_0_to_1099",
+    )
+    .bind(ago.num_seconds())
+    .execute(pool)
+    .await
+    .unwrap();
+}
+
 #[sqlx::test(migrations = "./migrations")]
 async fn the_next_sale_is_read_ahead_among_a_thousand_on_and_room_is_made_from_the_ended(pool: sqlx::MySqlPool) {
     // More sales on now than an instance keeps gates for, and every
     // gate it has is of a sale that ended long ago.
-    sqlx::query(
-        "INSERT INTO tb_seckill_voucher (voucher_id, stock, begin_time, end_time)
-         SELECT 10 + seq, 5, NOW() - INTERVAL 30 MINUTE, NOW() + INTERVAL 2 HOUR FROM seq_0_to_1099",
-    )
-    .execute(&pool)
-    .await
-    .unwrap();
+    eleven_hundred_sales_on(&pool, TimeDelta::minutes(30)).await;
     sale(&pool, 1, 5, TimeDelta::seconds(3)).await;
     let gates = VoucherGates::new(1, 1);
     let ended = SaleWindow { begin: now() - TimeDelta::days(2), end: now() - TimeDelta::days(1) };
@@ -143,15 +149,9 @@ async fn the_next_sale_is_read_ahead_among_a_thousand_on_and_room_is_made_from_t
 
 #[sqlx::test(migrations = "./migrations")]
 async fn the_sales_opened_in_the_last_minute_do_not_crowd_out_the_next_one(pool: sqlx::MySqlPool) {
-    // Two rounds of bench-many: 1,100 sales opened half a minute ago, more
-    // than a round reads, and the next one opening in seconds.
-    sqlx::query(
-        "INSERT INTO tb_seckill_voucher (voucher_id, stock, begin_time, end_time)
-         SELECT 10 + seq, 5, NOW() - INTERVAL 30 SECOND, NOW() + INTERVAL 2 HOUR FROM seq_0_to_1099",
-    )
-    .execute(&pool)
-    .await
-    .unwrap();
+    // Two rounds of bench-many: more sales opened half a minute ago than
+    // a round reads, and the next one opening in seconds.
+    eleven_hundred_sales_on(&pool, TimeDelta::seconds(30)).await;
     let gates = VoucherGates::new(1, 1);
     let first = gates.refresh(&pool).await.unwrap().read_ahead;
     assert_eq!(first, super::READ_AHEAD_MAX as usize, "an instance's first round reads the sales of the last minute");
