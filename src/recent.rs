@@ -68,7 +68,6 @@ impl<V> RecentIds<V> {
         self.lock().drain().map(|(id, (_, value))| (id, value)).collect()
     }
 
-    #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
         self.lock().len()
     }

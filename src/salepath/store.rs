@@ -13,11 +13,12 @@ pub(super) struct TermsRow {
     pub(crate) end_time: NaiveDateTime,
 }
 
-/// The terms of the sales that opened in (`after`, `by`], the newest
+/// The terms of the sales opening in (`after`, `by`], the latest to open
 /// first, at most `limit`: what a burst of first orders at an opening
 /// needs, in one statement. A range on `idx_sale_begin`, read backwards
 /// from `by`, so the ended and the scheduled sales are not read, however
-/// many there are, and the sales opening now come before the older ones.
+/// many there are. Past `limit`, the sales that opened earliest in the
+/// range are left out (read alone at their next miss).
 pub(crate) const TERMS_OPENED: &str =
     "SELECT voucher_id, sale_guard, admit_per_second, begin_time, end_time FROM tb_seckill_voucher
      WHERE begin_time > ? AND begin_time <= ? ORDER BY begin_time DESC LIMIT ?";
@@ -89,7 +90,12 @@ mod tests {
         sqlx::raw_sql("ANALYZE TABLE tb_seckill_voucher").execute(&mut conn).await.unwrap();
         let now = chrono::Utc::now().naive_utc();
         let text = |at: chrono::NaiveDateTime| json!(at.format("%Y-%m-%d %H:%M:%S").to_string());
-        let args = [text(now - chrono::TimeDelta::minutes(1)), text(now + chrono::TimeDelta::minutes(1)), json!(1024)];
+        let (after, by) = (now - chrono::TimeDelta::minutes(1), now + chrono::TimeDelta::minutes(1));
+        let opened = super::terms_opened(&mut conn, after, by, 1024).await.unwrap();
+        let mut ids: Vec<u64> = opened.iter().map(|o| o.voucher_id).collect();
+        ids.sort_unstable();
+        assert_eq!(ids, [1001, 1002, 1003], "the three sales opened seconds ago, and no other");
+        let args = [text(after), text(by), json!(1024)];
         let (table, key) = ("tb_seckill_voucher", "idx_sale_begin");
         holds_on(&mut conn, table, "terms_opened", super::TERMS_OPENED, &args, key, 3).await;
         drop_scratch(conn, "terms").await;

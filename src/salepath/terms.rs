@@ -46,8 +46,9 @@ const KNOWN_MAX: usize = 10_000;
 const OPENED_WITHIN: chrono::TimeDelta = chrono::TimeDelta::minutes(1);
 /// At most this many a read.
 const OPENED_MAX: u32 = 1_024;
-/// A miss reads the opened sales again only this long after the last read;
-/// sooner, its voucher is no newly opened one, and it is read alone.
+/// A miss reads the opened sales again only this long after the last read
+/// began; sooner, it reads its voucher alone (one created since, or cut
+/// by `OPENED_MAX`, or opened long ago).
 const OPENED_REREAD: Duration = Duration::from_secs(1);
 /// How long an id found to be no seckill voucher is believed: a voucher
 /// created under it later is met within this.
@@ -81,7 +82,7 @@ impl TermsCache {
         if self.missing.contains(voucher_id) {
             return Ok(None);
         }
-        if let Some(opened) = self.read_opened(voucher_id).await? {
+        if let Some(opened) = self.read_opened(voucher_id).await {
             return Ok(Some(opened));
         }
         match store::terms(&self.db, voucher_id).await? {
@@ -103,21 +104,40 @@ impl TermsCache {
     /// read per voucher and per order that arrived before the first read
     /// returned put a thousand reads in front of those orders. The misses
     /// queue here; the first reads, the others find their voucher known.
-    async fn read_opened(&self, voucher_id: u64) -> sqlx::Result<Option<Arc<Terms>>> {
+    ///
+    /// The read counts as made when it begins: one that fails (a pool with
+    /// no connection to give at an opening) or whose request went away is
+    /// not made again by every miss queued behind it, each waiting out the
+    /// pool's timeout in turn; they read their vouchers alone, side by
+    /// side, as before.
+    async fn read_opened(&self, voucher_id: u64) -> Option<Arc<Terms>> {
         let mut last = self.opened_read.lock().await;
         if let Some(known) = self.known.get(voucher_id) {
-            return Ok(Some(known));
+            return Some(known);
         }
         if last.is_some_and(|at| at.elapsed() < OPENED_REREAD) {
-            return Ok(None);
+            return None;
         }
-        let now = chrono::Utc::now().naive_utc();
-        let opened = store::terms_opened(&self.db, now - OPENED_WITHIN, now + OPENED_WITHIN, OPENED_MAX).await?;
         *last = Some(Instant::now());
-        for store::OpenedTerms { voucher_id, terms } in opened {
-            self.known.insert(voucher_id, Arc::new(Terms::from_row(terms)));
+        let now = chrono::Utc::now().naive_utc();
+        let opened = match store::terms_opened(&self.db, now - OPENED_WITHIN, now + OPENED_WITHIN, OPENED_MAX).await {
+            Ok(opened) => opened,
+            Err(err) => {
+                tracing::warn!(error = %err, "reading the terms of the sales opening now failed; each is read alone");
+                return None;
+            }
+        };
+        // A full memory forgets everything (`RecentIds`): sales nobody
+        // asked for yet must not be what fills it in the middle of an
+        // opening, taking the live ones with them.
+        if self.known.len() + opened.len() < KNOWN_MAX {
+            for store::OpenedTerms { voucher_id, terms } in opened {
+                self.known.insert(voucher_id, Arc::new(Terms::from_row(terms)));
+            }
+        } else if let Some(mine) = opened.into_iter().find(|o| o.voucher_id == voucher_id) {
+            self.known.insert(voucher_id, Arc::new(Terms::from_row(mine.terms)));
         }
-        Ok(self.known.get(voucher_id))
+        self.known.get(voucher_id)
     }
 }
 

@@ -51,9 +51,10 @@ const ENDED_KEPT: chrono::TimeDelta = chrono::TimeDelta::minutes(10);
 const READ_AHEAD: chrono::TimeDelta = chrono::TimeDelta::minutes(10);
 /// And how long after its opening, in an instance's first round: one
 /// started just after a sale opened reads it too. Later rounds read from
-/// the round before on: every sale opening since was in their window, and
-/// the sales of the last minute, known already, would come first and
-/// could fill the read.
+/// where the round before stopped (never further back than this): the
+/// sales of the last minute, known already, would come first and could
+/// fill the read. A sale created already open after a round, or one the
+/// read cut twice, is read on its first order.
 const READ_BEHIND: chrono::TimeDelta = chrono::TimeDelta::minutes(1);
 
 /// What a round's refresh changed.
@@ -162,9 +163,17 @@ impl VoucherGates {
             .map(|(&id, _)| id)
             .collect();
         let back = store::in_stock_of(db, &sold_out).await?;
-        let since = self.last_read.lock().expect("gate reads poisoned").unwrap_or(now - READ_BEHIND);
+        let behind = now - READ_BEHIND;
+        let since = self.last_read.lock().expect("gate reads poisoned").map_or(behind, |last| last.max(behind));
         let opening = store::sales_opening(db, since, now + READ_AHEAD, READ_AHEAD_MAX).await?;
-        *self.last_read.lock().expect("gate reads poisoned") = Some(now);
+        // A full read stopped inside the window: the next round goes on
+        // from its last opening (the sales cut at that very second are
+        // read on their first order), and the one after from its own now.
+        let read_to = match opening.last() {
+            Some(last) if opening.len() >= READ_AHEAD_MAX as usize => last.sale.begin_time,
+            _ => now,
+        };
+        *self.last_read.lock().expect("gate reads poisoned") = Some(read_to);
         let mut gates = self.gates.lock().expect("voucher gates poisoned");
         let mut refreshed = Refreshed::default();
         for voucher_id in back {

@@ -132,10 +132,9 @@ async fn eleven_hundred_sales_on(pool: &sqlx::MySqlPool, ago: TimeDelta) {
 }
 
 #[sqlx::test(migrations = "./migrations")]
-async fn the_next_sale_is_read_ahead_among_a_thousand_on_and_room_is_made_from_the_ended(pool: sqlx::MySqlPool) {
-    // More sales on now than an instance keeps gates for, and every
-    // gate it has is of a sale that ended long ago.
-    eleven_hundred_sales_on(&pool, TimeDelta::minutes(30)).await;
+async fn the_next_sale_is_read_ahead_when_every_gate_is_of_an_ended_sale(pool: sqlx::MySqlPool) {
+    // As many gates as an instance keeps, every one of a sale that ended
+    // long ago.
     sale(&pool, 1, 5, TimeDelta::seconds(3)).await;
     let gates = VoucherGates::new(1, 1);
     let ended = SaleWindow { begin: now() - TimeDelta::days(2), end: now() - TimeDelta::days(1) };
@@ -158,6 +157,24 @@ async fn the_sales_opened_in_the_last_minute_do_not_crowd_out_the_next_one(pool:
     sale(&pool, 1, 5, TimeDelta::seconds(3)).await;
     assert_eq!(gates.refresh(&pool).await.unwrap().read_ahead, 1);
     assert!(gates.known(1).is_some(), "the sale opening next is read ahead of its first order");
+}
+
+#[sqlx::test(migrations = "./migrations")]
+async fn a_full_read_ahead_goes_on_next_round_from_where_it_stopped(pool: sqlx::MySqlPool) {
+    // 1,100 sales opening over the next minutes, one a second apart: more
+    // than a round reads.
+    sqlx::query(
+        "INSERT INTO tb_seckill_voucher (voucher_id, stock, begin_time, end_time)
+         SELECT 10 + seq, 5, NOW() + INTERVAL 10 + seq DIV 2 SECOND, NOW() + INTERVAL 2 HOUR FROM seq_0_to_1099",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+    let gates = VoucherGates::new(1, 1);
+    assert_eq!(gates.refresh(&pool).await.unwrap().read_ahead, super::READ_AHEAD_MAX as usize);
+    assert!(gates.known(1109).is_none(), "the last to open was cut");
+    gates.refresh(&pool).await.unwrap();
+    assert!(gates.known(1109).is_some(), "the next round read on from where the first stopped");
 }
 
 #[sqlx::test(migrations = "./migrations")]
