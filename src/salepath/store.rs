@@ -19,7 +19,7 @@ pub(super) struct TermsRow {
 /// from `by`, so the ended and the scheduled sales are not read, however
 /// many there are. Past `limit`, the sales that opened earliest in the
 /// range are left out (read alone at their next miss).
-pub(crate) const TERMS_OPENED: &str =
+const TERMS_OPENED: &str =
     "SELECT voucher_id, sale_guard, admit_per_second, begin_time, end_time FROM tb_seckill_voucher
      WHERE begin_time > ? AND begin_time <= ? ORDER BY begin_time DESC LIMIT ?";
 

@@ -86,11 +86,7 @@ impl TermsCache {
             return Ok(Some(opened));
         }
         match store::terms(&self.db, voucher_id).await? {
-            Some(row) => {
-                let terms = Arc::new(Terms::from_row(row));
-                self.known.insert(voucher_id, terms.clone());
-                Ok(Some(terms))
-            }
+            Some(row) => Ok(Some(self.remember(voucher_id, row))),
             None => {
                 self.missing.insert(voucher_id, ());
                 Ok(None)
@@ -130,14 +126,23 @@ impl TermsCache {
         // A full memory forgets everything (`RecentIds`): sales nobody
         // asked for yet must not be what fills it in the middle of an
         // opening, taking the live ones with them.
-        if self.known.len() + opened.len() < KNOWN_MAX {
-            for store::OpenedTerms { voucher_id, terms } in opened {
-                self.known.insert(voucher_id, Arc::new(Terms::from_row(terms)));
+        let room = self.known.len() + opened.len() < KNOWN_MAX;
+        let mut mine = None;
+        for store::OpenedTerms { voucher_id: id, terms } in opened {
+            if id == voucher_id {
+                mine = Some(self.remember(id, terms));
+            } else if room {
+                self.remember(id, terms);
             }
-        } else if let Some(mine) = opened.into_iter().find(|o| o.voucher_id == voucher_id) {
-            self.known.insert(voucher_id, Arc::new(Terms::from_row(mine.terms)));
         }
-        self.known.get(voucher_id)
+        mine
+    }
+
+    /// Keeps a voucher's terms as read.
+    fn remember(&self, voucher_id: u64, row: store::TermsRow) -> Arc<Terms> {
+        let terms = Arc::new(Terms::from_row(row));
+        self.known.insert(voucher_id, terms.clone());
+        terms
     }
 }
 
