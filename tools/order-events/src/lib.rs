@@ -24,6 +24,7 @@ const QUIET: Duration = Duration::from_secs(2);
 /// consumes from `since_ms` (a little before the sale's first request)
 /// through a durable of its own, audits `vouchers`, and consumes more
 /// until the audit passes or `wait` is over; the durable is deleted after.
+/// What the inbox held of `vouchers` before is forgotten first.
 pub async fn audit_sale(
     orders: &MySqlPool,
     downstream: &MySqlPool,
@@ -33,6 +34,7 @@ pub async fn audit_sale(
     wait: Duration,
 ) -> anyhow::Result<(Run, EventsAudit)> {
     let started = Instant::now();
+    inbox::forget_vouchers(downstream, vouchers).await?;
     let options = consume::Options {
         nats_url: nats_url.to_owned(),
         durable: format!("audit-{}-{}", vouchers.first().copied().unwrap_or(0), std::process::id()),

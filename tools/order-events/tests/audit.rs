@@ -1,0 +1,59 @@
+//! The audit against a real MariaDB: it holds only its own sale's events,
+//! whatever an earlier life of the voucher's id left in the inbox.
+
+use hmdp_test_support::scratch;
+use order_events::{
+    audit::EventsAudit,
+    inbox::{self, Event},
+};
+use sqlx::MySqlPool;
+
+fn created(order: i64, voucher: u64) -> Event {
+    Event {
+        id: format!("{order}-created"),
+        order_id: order.to_string(),
+        voucher_id: voucher,
+        kind: "created".into(),
+        state: "UNPAID".into(),
+    }
+}
+
+async fn consumed(db: &MySqlPool, event: &Event, seq: u64) {
+    let mut tx = db.begin().await.unwrap();
+    inbox::apply(&mut tx, event, seq).await.unwrap();
+    tx.commit().await.unwrap();
+}
+
+#[tokio::test]
+async fn an_audit_holds_no_event_an_earlier_life_of_its_voucher_left() {
+    let (_, database, prefix) = scratch::test_config();
+    let db =
+        hmdp::startup::connect_database(&format!("{}/{database}", scratch::database_server_url()), 2).await.unwrap();
+    // The audit reads the orders' id, voucher and status.
+    sqlx::query(
+        "CREATE TABLE tb_voucher_order (id BIGINT PRIMARY KEY, voucher_id BIGINT UNSIGNED, status TINYINT UNSIGNED)",
+    )
+    .execute(&db)
+    .await
+    .unwrap();
+    inbox::create_tables(&db).await.unwrap();
+    let voucher = 7;
+    // Voucher 7 of a database since made again sold order 1; its row is gone.
+    consumed(&db, &created(1, voucher), 1).await;
+    // Voucher 7 of today sells order 2.
+    sqlx::query("INSERT INTO tb_voucher_order VALUES (2, ?, 1)").bind(voucher).execute(&db).await.unwrap();
+    consumed(&db, &created(2, voucher), 2).await;
+    let before = EventsAudit::run(&db, &db, &[voucher]).await.unwrap();
+    assert_eq!((before.without_row, before.passed), (1, false), "{}", before.render());
+
+    inbox::forget_vouchers(&db, &[voucher]).await.unwrap();
+    consumed(&db, &created(2, voucher), 3).await;
+    let audit = EventsAudit::run(&db, &db, &[voucher]).await.unwrap();
+    assert!(audit.passed, "{}", audit.render());
+    assert_eq!((audit.order_rows, audit.events, audit.without_row), (1, 1, 0));
+    let views: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM order_view").fetch_one(&db).await.unwrap();
+    assert_eq!(views, 1, "order 1's view outlived its events");
+
+    db.close().await;
+    scratch::cleanup(database, prefix).await;
+}
