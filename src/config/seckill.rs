@@ -12,7 +12,7 @@ const DEFAULT_LOCK_WATCHDOG_TTL_MS: u64 = 30_000;
 const DEFAULT_ORDER_BATCH_MAX: usize = 64;
 const DEFAULT_ORDER_BATCH_WAIT_MS: u64 = 0;
 const DEFAULT_ORDER_BATCH_WORKER_IDLE_MS: u64 = 60_000;
-const DEFAULT_ORDER_BATCH_WORKERS: u64 = 4;
+const DEFAULT_ORDER_BATCH_WORKERS: u64 = 1;
 const DEFAULT_HOT_ROW_PERMITS: usize = 8;
 /// As many as the instance serves at once (`MAX_IN_FLIGHT`): a crowd at
 /// the opening instant all wants the one voucher, and a group of 64 commits
@@ -89,6 +89,10 @@ pub struct SyncSettings {
     /// each for the vouchers whose id leaves one remainder. More
     /// commit several vouchers' groups side by side; fewer put more orders
     /// in each transaction. One voucher's orders always go to one worker.
+    /// One by default: on the 2-core box, 50 and 500 vouchers opening
+    /// together sold faster with one worker than with four (BENCHMARKS.md,
+    /// fifty and five hundred sales opening together); a database with
+    /// cores to spare may do better with more.
     #[arg(long, env = "ORDER_BATCH_WORKERS", default_value_t = DEFAULT_ORDER_BATCH_WORKERS)]
     pub order_batch_workers: u64,
 
