@@ -111,9 +111,10 @@ impl AsyncMode {
         }
     }
 
-    /// The order script, followed by a `WAIT` for the replicas on the same
-    /// connection when they are waited for. Returns the verdict and how
-    /// many replicas acknowledged it (`None`: no wait was made).
+    /// The order script, and when the replicas are waited for, a `WAIT` that
+    /// follows it in one pipeline on its connection (`ReplicaBarrier`).
+    /// Returns the verdict and how many replicas acknowledged it (`None`:
+    /// no wait was made).
     async fn run_order_script(
         &self,
         redis: &Redis,
@@ -123,37 +124,60 @@ impl AsyncMode {
         voucher_id: u64,
         spend: Option<PathUse>,
     ) -> redis::RedisResult<(Verdict, Option<u32>)> {
-        let (acks, timeout) = (self.replica_wait.acks, self.replica_wait.timeout);
-        let waiting = acks > 0 && !self.replica_wait.recently_short(voucher_id);
-        // A waited-for order's script runs on the connection the WAIT will be
-        // sent on: WAIT counts what its own connection wrote.
-        let mut conn = if waiting { self.replica_wait.barrier.redis().clone() } else { redis.clone() };
-        let mut call = ORDER.key(&keys.stock);
-        call.key(&keys.window)
-            .key(&keys.buyers)
-            .key(&keys.orders)
-            .key(&keys.pending)
-            .key(&keys.holders)
-            .arg(user_id)
-            .arg(order_id)
-            .arg(voucher_id);
+        let waiting = self.replica_wait.acks > 0 && !self.replica_wait.recently_short(voucher_id);
+        let mut call = redis::cmd("EVALSHA");
+        call.arg(ORDER.get_hash())
+            .arg(if spend.is_some() { 7 } else { 6 })
+            .arg(&keys.stock)
+            .arg(&keys.window)
+            .arg(&keys.buyers)
+            .arg(&keys.orders)
+            .arg(&keys.pending)
+            .arg(&keys.holders);
         if let Some(spend) = spend {
-            call.key(keys.path_use(spend.id)).arg(spend.keep_ms(chrono::Utc::now().timestamp_millis()));
+            call.arg(keys.path_use(spend.id));
         }
-        let verdict = Verdict::from(call.invoke_async::<i64>(&mut conn).await?);
+        call.arg(user_id).arg(order_id).arg(voucher_id);
+        if let Some(spend) = spend {
+            call.arg(spend.keep_ms(chrono::Utc::now().timestamp_millis()));
+        }
+        // A script not loaded yet (a Redis restarted or promoted) is loaded
+        // and the call made once more.
+        let mut called = self.call_order(redis, keys, &call, waiting).await?;
+        if matches!(&called.0, Err(err) if err.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript)) {
+            ORDER.prepare_invoke().load_async(&mut redis.clone()).await?;
+            called = self.call_order(redis, keys, &call, waiting).await?;
+        }
+        let (reply, acked) = called;
+        let verdict = Verdict::from(redis::from_redis_value::<i64>(reply?)?);
         if !waiting || verdict != Verdict::Accepted {
             return Ok((verdict, None));
         }
-        let acked = match self.replica_wait.barrier.acknowledged(&keys.stock, acks, timeout).await {
-            Ok(acked) => acked,
-            // Accepted: whether a replica has it is not known, and the
-            // answer says so (202) instead of asking the script again.
-            Err(err) => {
-                tracing::warn!(order_id, error = %err, "the replicas' acknowledgement of an accepted order was lost");
-                0
-            }
-        };
-        Ok((verdict, Some(acked)))
+        // Accepted: whether a replica has it is not known when the WAIT
+        // failed, and the answer says so (202) instead of asking again.
+        if acked.is_none() {
+            tracing::warn!(order_id, "the replicas' acknowledgement of an accepted order was lost");
+        }
+        Ok((verdict, Some(acked.unwrap_or(0))))
+    }
+
+    /// The order script's reply, and for a waited-for order the replicas
+    /// its `WAIT` counted (`None`: not known).
+    async fn call_order(
+        &self,
+        redis: &Redis,
+        keys: &SeckillKeys,
+        call: &redis::Cmd,
+        waiting: bool,
+    ) -> redis::RedisResult<(redis::RedisResult<redis::Value>, Option<u32>)> {
+        if !waiting {
+            return Ok((call.query_async(&mut redis.clone()).await, None));
+        }
+        let (acks, timeout) = (self.replica_wait.acks, self.replica_wait.timeout);
+        // The script and its WAIT go in one pipeline, on one connection:
+        // WAIT counts what its own connection wrote (`ReplicaBarrier`).
+        let written = self.replica_wait.barrier.write(&keys.stock, call.clone(), acks, timeout).await?;
+        Ok((written.reply, written.replicas))
     }
 
     fn accepted(&self, owner: store::OrderOwner, order_id: i64, acked: Option<u32>) -> PlacedOrder {
@@ -202,6 +226,11 @@ impl AsyncMode {
             return Ok(self.accepted_on_a_lost_call(owner, order_id));
         }
         let pending: Option<i64> = self.redis.clone().hget(&keys.holders, owner.user_id).await.ok().flatten();
+        // The order held is this very one: a call sent again whole (a
+        // pipeline redis-rs repeated on a new connection) found it placed.
+        if pending == Some(order_id) {
+            return Ok(self.accepted_on_a_lost_call(owner, order_id));
+        }
         let held = match pending {
             Some(id) => Some(id),
             None => store::held_order(&self.db, owner.user_id, owner.voucher_id).await.ok().flatten(),

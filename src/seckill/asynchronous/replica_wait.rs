@@ -8,12 +8,13 @@ use crate::{config::RedisSettings, connect::connect_redis_with, recent::RecentId
 
 /// Replicas an accepted order waits for before it is answered as safe.
 ///
-/// `WAIT` blocks the connection it is sent on: every command queued behind
-/// it waits too. So the waiting orders have a connection of their own
-/// (sessions, limits and the consumer never queue behind a `WAIT`), one
-/// `WAIT` at a time per slot covers every order answered before it (a
-/// group wait, `ReplicaBarrier`), and a voucher whose `WAIT` came back short (its master lost its replica, as
-/// after a failover) skips the wait for `SHORT_WAIT_BACKOFF` and is
+/// `WAIT` counts what its own connection wrote, and blocks that connection:
+/// every command queued behind it waits too. So a waited-for order's script
+/// and its `WAIT` go in one pipeline on a connection of the waiting orders'
+/// own (sessions, limits and the consumer never queue behind a `WAIT`),
+/// the orders of one slot gathered behind one `WAIT` (`ReplicaBarrier`);
+/// and a voucher whose `WAIT` came back short (its master lost its replica,
+/// as after a failover) skips the wait for `SHORT_WAIT_BACKOFF` and is
 /// answered 202 at once, instead of holding every order behind a wait no
 /// replica can end.
 pub(super) struct ReplicaWait {
@@ -41,7 +42,11 @@ impl ReplicaWait {
         redis: &Redis,
     ) -> anyhow::Result<Self> {
         let acks = replica_acks(acks, &mut redis.clone()).await;
-        let conn = if acks > 0 { connect_redis_with(settings, Duration::from_secs(2)).await? } else { redis.clone() };
+        // Its pipelines end with a WAIT of up to `timeout`.
+        let conn = match acks {
+            0 => redis.clone(),
+            _ => connect_redis_with(settings, timeout + Duration::from_secs(2)).await?,
+        };
         Ok(Self {
             acks,
             timeout,
