@@ -351,3 +351,21 @@ ensure_secrets() {
 # tools that seed sessions and call the admin routes: made first on a
 # machine where no stack ran yet, which the stack then takes.
 load_stack_secrets() { ensure_secrets; }
+
+# nginx's workers for a crowd of CROWD connections held at once (the
+# stack's default: 20,000, NGINX_CROWD): a proxied request holds two
+# connections (the client's and the instance's), a worker at most 19,000
+# (nginx.conf's worker_connections, under this machine's hard descriptor
+# limit, which no process here may raise), and the crowd gets a quarter
+# more than it needs for an uneven spread; one worker a core at least.
+# Measured on 2026-11-28: 20,000 connections on two workers closed 4,908
+# of them under a request and 1,112 held ones ("worker_connections are not
+# enough, reusing connections").
+nginx_workers_for() { # nginx_workers_for CROWD
+    local per=19000 hard cores need
+    hard=$(ulimit -Hn)
+    [ "$hard" = unlimited ] || [ "$hard" -ge $((per + 1000)) ] || per=$((hard - 1000))
+    cores=$(nproc)
+    need=$(( (2 * $1 * 5 / 4 + per - 1) / per ))
+    echo $(( need > cores ? need : cores ))
+}

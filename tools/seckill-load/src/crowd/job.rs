@@ -46,7 +46,8 @@ pub(super) struct PartResult {
     pub(super) failed_to_open: usize,
     /// Connections closed or reset with a request in flight.
     pub(super) dropped_in_flight: usize,
-    /// Connections closed between requests (reopened; no answer lost).
+    /// Connections the server closed between requests (reopened; no answer
+    /// lost, but a sale must not do it: `verdict::connection_problems`).
     pub(super) reopened: usize,
     /// Answers that were not the envelope, by status.
     pub(super) outside_envelope: BTreeMap<String, u64>,

@@ -229,13 +229,7 @@ impl Crowd<'_> {
 
     fn problems(&self, figures: &Figures) -> Vec<String> {
         let merged = self.merged;
-        let mut problems = Vec::new();
-        if merged.failed_to_open > 0 {
-            problems.push(format!("{} connections could not be opened", merged.failed_to_open));
-        }
-        if merged.dropped_in_flight > 0 {
-            problems.push(format!("{} connections closed under a request", merged.dropped_in_flight));
-        }
+        let mut problems = connection_problems(merged);
         let outside: u64 = merged.outside_envelope.values().sum();
         if outside > 0 {
             problems.push(format!("{outside} answers outside the envelope: {:?}", merged.outside_envelope));
@@ -352,4 +346,39 @@ fn is_final(what: &str) -> bool {
 
 fn is_expected(what: &str) -> bool {
     is_final(what) || matches!(what, "DUPLICATE_ORDER" | "TOO_MANY_REQUESTS" | "UNAVAILABLE")
+}
+
+/// What the crowd's connections went through that a sale must not do to
+/// them. A held connection that the server closed between two requests (or
+/// before the first) counts as much as one closed under a request: nginx
+/// closes idle keep-alive connections to make room when its workers run
+/// out of `worker_connections` ("reusing connections"), and a buyer whose
+/// connection was taken waits for a new one at the opening instant.
+fn connection_problems(merged: &PartResult) -> Vec<String> {
+    let mut problems = Vec::new();
+    if merged.failed_to_open > 0 {
+        problems.push(format!("{} connections could not be opened", merged.failed_to_open));
+    }
+    if merged.dropped_in_flight > 0 {
+        problems.push(format!("{} connections closed under a request", merged.dropped_in_flight));
+    }
+    if merged.reopened > 0 {
+        problems.push(format!("{} held connections closed by the server between requests", merged.reopened));
+    }
+    problems
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_crowd_whose_held_connections_were_closed_between_requests_fails() {
+        let clean = PartResult { held_at_open: 3, ..Default::default() };
+        assert!(connection_problems(&clean).is_empty());
+        let reused = PartResult { held_at_open: 3, reopened: 1, ..Default::default() };
+        assert_eq!(connection_problems(&reused), ["1 held connections closed by the server between requests"]);
+        let dropped = PartResult { dropped_in_flight: 2, failed_to_open: 1, ..Default::default() };
+        assert_eq!(connection_problems(&dropped).len(), 2);
+    }
 }
