@@ -61,9 +61,14 @@ pub struct OrderIdGenerator {
     redis: Redis,
     keys: Keys,
     block_size: u32,
+    clock: Clock,
     /// Taken across the INCRBY, so concurrent callers share one reservation.
     block: Arc<Mutex<Block>>,
 }
+
+/// Where a generator reads the time: the wall clock, or a test's (two
+/// instances whose clocks differ, without waiting for real time to pass).
+pub type Clock = Arc<dyn Fn() -> DateTime<Utc> + Send + Sync>;
 
 /// Reserved sequences `next..end` of the second `elapsed_secs`.
 #[derive(Default)]
@@ -95,14 +100,19 @@ impl IdError {
 impl OrderIdGenerator {
     /// `block_size` sequences are reserved per round trip (1: one INCR per id).
     pub fn new(redis: Redis, keys: Keys, block_size: u32) -> Self {
-        Self { redis, keys, block_size: block_size.max(1), block: Arc::default() }
+        Self { redis, keys, block_size: block_size.max(1), clock: Arc::new(Utc::now), block: Arc::default() }
+    }
+
+    /// The same generator reading its time from `clock`.
+    pub fn with_clock(self, clock: impl Fn() -> DateTime<Utc> + Send + Sync + 'static) -> Self {
+        Self { clock: Arc::new(clock), ..self }
     }
 
     pub async fn next(&self) -> Result<i64, IdError> {
         // The second is read once the block is ours: a caller that waited
         // for the lock across a turn of the second asks for the new one.
         let mut block = self.block.lock().await;
-        let mut now = Utc::now();
+        let mut now = (self.clock)();
         let mut elapsed = now.timestamp() - EPOCH_SECS;
         if elapsed < 0 {
             return Err(IdError::ClockBeforeEpoch);
@@ -121,7 +131,7 @@ impl OrderIdGenerator {
             *block = Block { elapsed_secs: elapsed, next: last - i64::from(self.block_size) + 1, end: last + 1 };
             // Answered in a later second: possibly by another master than
             // the one asked (see above), so reserved again for this second.
-            let answered = Utc::now();
+            let answered = (self.clock)();
             if answered.timestamp() - EPOCH_SECS != elapsed {
                 *block = Block::default();
                 (now, elapsed) = (answered, answered.timestamp() - EPOCH_SECS);
