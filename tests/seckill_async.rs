@@ -835,3 +835,64 @@ async fn mine_lists_a_pending_order_whose_id_another_users_row_holds() {
         .collect();
     assert_eq!(listed, vec![(order_id, "PENDING")], "{mine}");
 }
+
+/// Every instance restarts right after a failover: the promoted replica
+/// lacks an order the old master accepted and the consumers persisted (its
+/// buyer, its unit), and no instance remembers the old master's lineage.
+/// The restarted instance must still learn the voucher again from MariaDB,
+/// or it sells the buyer a second order (and the unit twice).
+#[tokio::test]
+async fn an_instance_started_after_a_failover_learns_the_orders_the_promoted_replica_never_saw() {
+    let test = "an_instance_started_after_a_failover_learns_the_orders_the_promoted_replica_never_saw";
+    let Some(master) = common::redis_server::RedisServer::start(test).await else { return };
+    let Some(replica) = common::redis_server::RedisServer::start(test).await else { return };
+    replica.replicate(&master).await;
+    let on = |server: &common::redis_server::RedisServer| {
+        let url = server.url();
+        move |c: &mut hmdp::config::Config| {
+            c.redis.url = url;
+            c.redis.cluster_nodes = None;
+        }
+    };
+    let mut before = async_app_with(on(&master)).await;
+    let voucher = before.open_seckill(10).await;
+    let users = before.seed_users(2).await;
+    let ((first, first_token), (unseen, unseen_token)) = (users[0].clone(), users[1].clone());
+    expect_ok(before.order(voucher, &first_token).await).await;
+    before.drained(voucher, Duration::from_secs(10)).await;
+    master.caught_up().await;
+
+    // The replica is promoted; the old master, cut off, still takes an
+    // order (202: no replica has it), which its consumer persists.
+    replica.promote().await;
+    let taken = common::outcome(before.order(voucher, &unseen_token).await).await;
+    assert_eq!(taken.code, "UNREPLICATED", "{taken:?}");
+    before.drained(voucher, Duration::from_secs(10)).await;
+    assert_eq!(before.stock_of(voucher).await, 8);
+    before.stop().await;
+
+    let after = before.spawn_peer(on(&replica)).await;
+    let sk = after.keys.seckill(voucher);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    // The buyer it never saw, and the unit that order took: 8 left.
+    loop {
+        let (learnt, stock): (bool, i64) = redis::pipe()
+            .sismember(&sk.buyers, unseen)
+            .get(&sk.stock)
+            .query_async(&mut after.redis.clone())
+            .await
+            .unwrap();
+        if learnt && stock == 8 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the promoted replica never learnt the order it did not see: buyer known {learnt}, stock {stock}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    expect_error(after.order(voucher, &unseen_token).await, StatusCode::CONFLICT, "DUPLICATE_ORDER").await;
+    let still: bool = after.redis.clone().sismember(&sk.buyers, first).await.unwrap();
+    assert!(still, "the replicated buyer is kept");
+    drop(after);
+}
