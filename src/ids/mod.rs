@@ -95,7 +95,7 @@ pub struct OrderIdGenerator {
     keys: Keys,
     block_size: u32,
     clock: Clock,
-    /// Taken across the INCRBY, so concurrent callers share one reservation.
+    /// Taken across the reservation, so concurrent callers share one.
     block: Arc<Mutex<Block>>,
 }
 
