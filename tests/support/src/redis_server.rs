@@ -34,6 +34,9 @@ impl RedisServer {
             std::fs::create_dir_all(&dir).expect("a directory for the test's Redis");
             let child = Command::new("redis-server")
                 .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+                // A replica is fed at once, not after the default 5 s wait
+                // for others to share the transfer.
+                .args(["--repl-diskless-sync-delay", "0"])
                 .arg("--dir")
                 .arg(&dir)
                 .stdout(Stdio::null())
