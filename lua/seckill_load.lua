@@ -33,8 +33,11 @@ if made and made ~= ARGV[5] then
     end
     outcome = 2
 end
+-- The replication history the keys are learnt under (seckill_lineage.lua):
+-- a replica promoted in this master's place holds it, and learns again.
+local lineage = string.match(redis.call('INFO', 'replication'), 'master_replid:(%x+)') or ''
 redis.call('DEL', KEYS[2])
-redis.call('HSET', KEYS[2], 'begin', ARGV[2], 'end', ARGV[3], 'shelf', ARGV[4], 'made', ARGV[5])
+redis.call('HSET', KEYS[2], 'begin', ARGV[2], 'end', ARGV[3], 'shelf', ARGV[4], 'made', ARGV[5], 'lineage', lineage)
 if redis.call('EXISTS', KEYS[9]) == 1 then
     redis.call('RENAME', KEYS[9], KEYS[3])
 else

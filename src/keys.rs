@@ -66,6 +66,14 @@ impl Keys {
         format!("{}icr:order:{day}", self.prefix)
     }
 
+    /// The replication history (`master_replid`) the day's sequence last
+    /// reserved under (`ids`). Reserved in one script with the sequence, so
+    /// it takes the sequence key's whole name as its hash tag, as
+    /// `login_code_attempts` does.
+    pub(crate) fn order_sequence_lineage(&self, day: &str) -> String {
+        format!("{}{{{}}}:lineage", self.prefix, self.order_sequence(day))
+    }
+
     /// A rate limit's window counter: `what` is the limit, `subject` whom
     /// it counts (a phone, a client address, a user id).
     pub fn rate(&self, what: &str, subject: &str) -> String {
@@ -221,6 +229,14 @@ mod tests {
         let distinct: std::collections::HashSet<&str> = first.all().into_iter().collect();
         assert_eq!(distinct.len(), 8);
         assert_eq!(keys.seckill(43).stock, "t:seckill:stock:{43}");
+    }
+
+    #[test]
+    fn the_sequence_and_its_lineage_share_a_slot() {
+        let keys = Keys::new("t:");
+        let (sequence, lineage) = (keys.order_sequence("2026:11:22"), keys.order_sequence_lineage("2026:11:22"));
+        assert_eq!(lineage, "t:{t:icr:order:2026:11:22}:lineage");
+        assert_eq!(redis::cluster_routing::Slot::for_key(&sequence), redis::cluster_routing::Slot::for_key(&lineage));
     }
 
     #[test]

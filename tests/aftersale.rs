@@ -247,8 +247,9 @@ async fn a_unit_returned_while_redis_is_away_reaches_redis_once_it_is_back() {
     let order = bought(&app, voucher, owner).await;
 
     // The connection drops as Redis is first asked about the voucher after
-    // the commit (the pending orders' ids): its answer is lost.
-    proxy.cut_after(b"HKEYS");
+    // the commit (the pending orders): its answer is lost.
+    let pending = app.keys.seckill(voucher).pending.clone();
+    proxy.cut_after(format!("HGETALL\r\n${}\r\n{pending}", pending.len()).as_bytes());
     expect_ok(act(&app, &order, "cancel", owner, None).await).await;
     assert!(proxy.fired(), "Redis was cut off while it was told of the returned unit");
     assert_eq!(app.stock_of(voucher).await, 1, "MariaDB has the unit back");

@@ -2,15 +2,29 @@
 
 use hmdp_test_support as common;
 
-use std::collections::{BTreeSet, HashSet};
+use std::{
+    collections::{BTreeSet, HashMap, HashSet},
+    sync::{
+        Arc,
+        atomic::{AtomicI64, Ordering},
+    },
+    time::Duration,
+};
 
-use hmdp::{ids::OrderIdGenerator, keys::Keys};
+use chrono::{DateTime, Utc};
+use common::redis_server::RedisServer;
+use hmdp::{
+    ids::{LINEAGE_GAP, OrderIdGenerator},
+    keys::Keys,
+};
+use redis::AsyncCommands;
 
 const TASKS: usize = 8;
 const IDS_PER_TASK: usize = 2_000;
 
 /// Eight tasks on two generators (two instances), each drawing 2,000 ids.
-/// Returns every id and the sum of the daily counters afterwards.
+/// Returns every id and how far the daily counters moved beyond their
+/// first gap.
 async fn draw(block: u32) -> (Vec<Vec<i64>>, i64) {
     let prefix = format!("test:{}:", uuid::Uuid::new_v4().simple());
     let keys = Keys::new(&prefix);
@@ -41,8 +55,10 @@ async fn draw(block: u32) -> (Vec<Vec<i64>>, i64) {
     let mut counters = Vec::new();
     for key in &keys_made {
         counters.push(redis::cmd("GETDEL").arg(key).query_async::<i64>(&mut redis).await.unwrap());
+        let _: () = redis.del(format!("{prefix}{{{key}}}:lineage")).await.unwrap();
     }
-    (per_task, counters.iter().sum())
+    // Each day's counter began with the gap of its first reservation.
+    (per_task, counters.iter().sum::<i64>() - LINEAGE_GAP * counters.len() as i64)
 }
 
 fn assert_unique_and_increasing(per_task: &[Vec<i64>]) -> HashSet<i64> {
@@ -89,5 +105,75 @@ async fn ids_from_reserved_blocks_are_unique_increasing_and_waste_at_most_a_bloc
         (drawn..=drawn + most_wasted).contains(&counted),
         "counters moved by {counted} for {drawn} ids over {} seconds",
         seconds.len()
+    );
+}
+
+/// `count` ids from one generator.
+async fn ids_from(generator: &OrderIdGenerator, count: usize) -> Vec<i64> {
+    let mut ids = Vec::with_capacity(count);
+    for _ in 0..count {
+        ids.push(generator.next().await.unwrap());
+    }
+    ids
+}
+
+async fn connect(server: &RedisServer) -> hmdp_redis::Redis {
+    hmdp_redis::Endpoint::new(&server.url(), None).unwrap().connect(Duration::from_secs(2)).await.unwrap()
+}
+
+/// The ids drawn more than once, with how many times.
+fn drawn_twice(ids: &[i64]) -> HashMap<i64, usize> {
+    let mut seen: HashMap<i64, usize> = HashMap::new();
+    for &id in ids {
+        *seen.entry(id).or_default() += 1;
+    }
+    seen.retain(|_, n| *n > 1);
+    seen
+}
+
+/// Instance A's clock runs 10 s ahead of instance B's. A draws from the
+/// master, which then loses its replica to a failover and, cut off, goes
+/// on serving A for a while (increments the promoted replica never sees).
+/// The failover takes 10 s; then B draws from the promoted replica, whose
+/// counter is behind by A's last blocks, in the very second A's clock
+/// showed for them. No id may come out twice.
+#[tokio::test]
+async fn ids_stay_unique_through_a_failover_between_instances_whose_clocks_differ_by_ten_seconds() {
+    let test = "ids_stay_unique_through_a_failover_between_instances_whose_clocks_differ_by_ten_seconds";
+    let Some(master) = RedisServer::start(test).await else { return };
+    let Some(replica) = RedisServer::start(test).await else { return };
+    replica.replicate(&master).await;
+    // The world's time, moved on by the test; A reads it 10 s ahead.
+    let noon = Utc::now().date_naive().and_hms_opt(12, 0, 0).unwrap().and_utc();
+    let world = Arc::new(AtomicI64::new(noon.timestamp_millis()));
+    let clock = |ahead_ms: i64| {
+        let world = world.clone();
+        move || DateTime::from_timestamp_millis(world.load(Ordering::SeqCst) + ahead_ms).unwrap()
+    };
+    let keys = Keys::new("");
+    let a = OrderIdGenerator::new(connect(&master).await, keys.clone(), 100).with_clock(clock(10_000));
+
+    let mut ids = ids_from(&a, 250).await;
+    master.caught_up().await;
+    replica.promote().await;
+    // The old master, cut off from its replica, still answers A.
+    let unreplicated = ids_from(&a, 250).await;
+    world.fetch_add(10_000, Ordering::SeqCst);
+    let b = OrderIdGenerator::new(connect(&replica).await, keys.clone(), 100).with_clock(clock(0));
+    let after_failover = ids_from(&b, 500).await;
+    let second = |ids: &[i64]| ids.iter().map(|id| id >> 32).collect::<BTreeSet<i64>>();
+    assert_eq!(second(&unreplicated), second(&after_failover), "B's clock shows the second A's did");
+    ids.extend(unreplicated);
+    ids.extend(after_failover);
+
+    let twice = drawn_twice(&ids);
+    let mut examples: Vec<_> = twice.keys().map(|id| (id >> 32, id & 0xffff_ffff)).collect();
+    examples.sort_unstable();
+    examples.truncate(3);
+    assert!(
+        twice.is_empty(),
+        "{} of {} ids were handed out twice, e.g. (second, sequence) {examples:?}",
+        twice.len(),
+        ids.len()
     );
 }

@@ -357,6 +357,95 @@ async fn a_group_whose_commit_answer_is_lost_is_looked_up_and_answered_as_placed
     a_lost_commit_answer_is_looked_up(64).await;
 }
 
+/// A commit whose answer is lost and that did not happen, while another
+/// user's order took the same id (ids met after a failover): the lookup
+/// that settles the lost commit finds a row under the id, and must not take
+/// it for this order. The order's COMMIT is held back at the proxy; the
+/// test kills the order's connection (MariaDB rolls it back), commits
+/// another user's row under its id, and lets the lookup through.
+async fn a_lost_commit_is_not_settled_by_another_users_row(batch: usize) {
+    use sqlx::Connection;
+    let proxy = common::proxy::Proxy::to_database().await;
+    let app = TestApp::spawn_with(|c| {
+        c.db.url = DatabaseUrl::new(c.db.url.as_str().replace(&common::database_server_url(), &proxy.url()));
+        c.seckill.sync.order_batch_max = batch;
+    })
+    .await;
+    let voucher = app.open_seckill(5).await;
+    let users = app.seed_users(2).await;
+    let ((buyer, token), (other, _)) = (users[0].clone(), users[1].clone());
+
+    // The test's own way in, around the proxy.
+    let direct = app.state.config.db.url.as_str().replace(&proxy.url(), &common::database_server_url());
+    let mut watcher = sqlx::MySqlConnection::connect(&direct).await.unwrap();
+
+    // The whole `COMMIT` packet (length 7, sequence 0, COM_QUERY): not the
+    // `READ COMMITTED` of another task's transaction.
+    proxy.stall_on(b"\x07\x00\x00\x00\x03COMMIT", std::time::Duration::from_secs(3));
+    let collide = async {
+        // The order's row, not yet committed, its COMMIT held back.
+        sqlx::query("SET SESSION TRANSACTION ISOLATION LEVEL READ UNCOMMITTED").execute(&mut watcher).await.unwrap();
+        let mut order_id = None;
+        for _ in 0..100 {
+            order_id = sqlx::query_scalar::<_, i64>("SELECT id FROM tb_voucher_order WHERE user_id = ?")
+                .bind(buyer)
+                .fetch_optional(&mut watcher)
+                .await
+                .unwrap();
+            if order_id.is_some() && proxy.stall_fired() {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        let order_id = order_id.expect("the order's row, waiting for its COMMIT");
+        assert!(proxy.stall_fired(), "the order's COMMIT is held back");
+        // Its session ends (the test's user may not see whose transaction
+        // is whose: every session of the instance goes), and MariaDB rolls
+        // the order back.
+        let sessions: Vec<i64> = sqlx::query_scalar(
+            "SELECT ID FROM information_schema.PROCESSLIST WHERE DB = DATABASE() AND ID <> CONNECTION_ID()",
+        )
+        .fetch_all(&mut watcher)
+        .await
+        .unwrap();
+        for session in sessions {
+            let _ = sqlx::query(&format!("KILL {session}")).execute(&mut watcher).await;
+        }
+        let mut tx = watcher.begin().await.unwrap();
+        sqlx::query("INSERT INTO tb_voucher_order (id, user_id, voucher_id) VALUES (?, ?, ?)")
+            .bind(order_id)
+            .bind(other)
+            .bind(voucher)
+            .execute(&mut *tx)
+            .await
+            .unwrap();
+        tx.commit().await.unwrap();
+        order_id
+    };
+    let (answer, order_id) = tokio::join!(app.order(voucher, &token), collide);
+    let outcome = common::outcome(answer).await;
+
+    let owner: Option<u64> = sqlx::query_scalar("SELECT user_id FROM tb_voucher_order WHERE id = ?")
+        .bind(order_id)
+        .fetch_optional(&app.db)
+        .await
+        .unwrap();
+    assert_eq!(owner, Some(other), "the id's row is the other user's");
+    assert_eq!(outcome.code, "UNAVAILABLE", "told placed with another user's order? {outcome:?}");
+    assert_eq!(app.orders_of(voucher).await, (1, 1), "the other user's row alone");
+    assert_eq!(app.stock_of(voucher).await, 5, "the rolled-back order took no unit");
+}
+
+#[tokio::test]
+async fn an_order_whose_lost_commit_did_not_happen_is_not_settled_by_another_users_row_under_its_id() {
+    a_lost_commit_is_not_settled_by_another_users_row(1).await;
+}
+
+#[tokio::test]
+async fn a_group_whose_lost_commit_did_not_happen_is_not_settled_by_another_users_row_under_an_id() {
+    a_lost_commit_is_not_settled_by_another_users_row(64).await;
+}
+
 /// An order stuck behind a held row gives up at its deadline: 503, and
 /// nothing is committed after the answer, even once the row frees.
 async fn an_order_past_its_deadline_gives_up(batch: usize) {

@@ -185,6 +185,12 @@ async fn entries_of_an_instance_killed_mid_batch_are_taken_over_by_the_other_and
     assert_eq!(app.order_ids_of(voucher).await, answered);
 }
 
+/// What a call of the order script carries (`EVALSHA <its sha>`): a stall
+/// from there on, not from the id block's script that comes before it.
+fn order_script() -> Vec<u8> {
+    redis::Script::new(include_str!("../lua/seckill_order.lua")).get_hash().as_bytes().to_vec()
+}
+
 #[tokio::test]
 async fn an_order_whose_script_answer_is_lost_to_a_stalled_redis_is_answered_by_what_redis_holds() {
     let proxy = common::proxy::Proxy::to_redis().await;
@@ -197,7 +203,7 @@ async fn an_order_whose_script_answer_is_lost_to_a_stalled_redis_is_answered_by_
     // From the order script on, longer than the 2 s response timeout: the
     // first call's answer is lost, and Redis runs that call once the stall
     // ends.
-    proxy.stall_on(b"EVALSHA", Duration::from_secs(3));
+    proxy.stall_on(&order_script(), Duration::from_secs(3));
     let started = std::time::Instant::now();
     let placed = expect_ok(app.order(voucher, &token).await).await;
     assert!(proxy.stall_fired(), "Redis stalled at the order script");
@@ -402,7 +408,7 @@ async fn an_order_whose_lost_call_runs_after_its_deadline_is_answered_accepted_n
     .await;
     let voucher = app.open_seckill(5).await;
     let (user_id, token) = app.seed_users(1).await.remove(0);
-    proxy.stall_on(b"EVALSHA", Duration::from_secs(5));
+    proxy.stall_on(&order_script(), Duration::from_secs(5));
     let started = std::time::Instant::now();
     let placed = expect_ok(app.order(voucher, &token).await).await;
     assert!(proxy.stall_fired(), "Redis stalled at the order script");
@@ -748,4 +754,145 @@ async fn acknowledging_trims_only_entries_older_than_every_one_still_pending() {
     assert_eq!(redis.xlen::<_, u64>(stream).await.unwrap(), 0);
     assert_eq!(redis.hlen::<_, u64>(pending).await.unwrap(), 0);
     let _: () = redis.del(&[stream, pending, holders]).await.unwrap();
+}
+
+/// A row of `other` under the id of another user's order accepted in Redis
+/// and not persisted: what ids that met after a failover leave.
+async fn another_users_row_under(app: &TestApp, order_id: &str, voucher: u64, other: u64) {
+    sqlx::query("INSERT INTO tb_voucher_order (id, user_id, voucher_id) VALUES (?, ?, ?)")
+        .bind(order_id.parse::<i64>().unwrap())
+        .bind(other)
+        .bind(voucher)
+        .execute(&app.db)
+        .await
+        .unwrap();
+}
+
+/// An order accepted in Redis, as the order script leaves it in the
+/// pending and holders hashes, without a stream entry (no consumer takes it
+/// meanwhile).
+async fn pending_in_redis(app: &TestApp, voucher: u64, order_id: &str, user: u64) {
+    let sk = app.keys.seckill(voucher);
+    let now = Utc::now().timestamp_millis();
+    redis::pipe()
+        .sadd(app.keys.seckill_active(), voucher)
+        .hset(&sk.pending, order_id, format!("{user}:{now}"))
+        .hset(&sk.holders, user, order_id)
+        .exec_async(&mut app.redis.clone())
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn the_stock_route_keeps_the_unit_of_a_pending_order_whose_id_another_users_row_holds() {
+    let app = async_app().await;
+    let voucher = app.open_seckill(10).await;
+    let users = app.seed_users(2).await;
+    let (buyer, other) = (users[0].0, users[1].0);
+    let order_id = "665231112129216513";
+    pending_in_redis(&app, voucher, order_id, buyer).await;
+    another_users_row_under(&app, order_id, voucher, other).await;
+
+    let set = expect_ok(app.set_stock(voucher, serde_json::json!(5)).await).await;
+    assert_eq!(set["data"]["awaitingPersistence"], 1, "the pending order is not the row under its id: {set}");
+    assert_eq!(app.stock_of(voucher).await, 6, "the row keeps the pending order's unit");
+    let redis_stock: i64 = app.redis.clone().get(&app.keys.seckill(voucher).stock).await.unwrap();
+    assert_eq!(redis_stock, 5);
+}
+
+#[tokio::test]
+async fn a_pending_order_is_found_by_its_owner_though_another_voucher_holds_its_id_for_another_user() {
+    let app = async_app().await;
+    let (earlier, voucher) = (app.open_seckill(5).await, app.open_seckill(5).await);
+    assert!(earlier < voucher, "the active set lists the other voucher first");
+    let users = app.seed_users(2).await;
+    let ((buyer, token), other) = (users[0].clone(), users[1].0);
+    let order_id = "665231112129216513";
+    pending_in_redis(&app, earlier, order_id, other).await;
+    pending_in_redis(&app, voucher, order_id, buyer).await;
+
+    let shown = expect_ok(app.get(&format!("/voucher-order/{order_id}"), Some(&token)).await).await;
+    assert_eq!(shown["data"]["state"], "PENDING", "{shown}");
+    assert_eq!(shown["data"]["voucherId"], voucher, "{shown}");
+}
+
+#[tokio::test]
+async fn mine_lists_a_pending_order_whose_id_another_users_row_holds() {
+    let app = async_app().await;
+    let (voucher, elsewhere) = (app.open_seckill(5).await, app.open_seckill(5).await);
+    let users = app.seed_users(2).await;
+    let ((buyer, token), other) = (users[0].clone(), users[1].0);
+    let order_id = "665231112129216513";
+    pending_in_redis(&app, voucher, order_id, buyer).await;
+    another_users_row_under(&app, order_id, elsewhere, other).await;
+
+    let mine = expect_ok(app.get("/voucher-order/mine?page=1", Some(&token)).await).await;
+    let listed: Vec<(&str, &str)> = mine["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| (o["id"].as_str().unwrap(), o["state"].as_str().unwrap()))
+        .collect();
+    assert_eq!(listed, vec![(order_id, "PENDING")], "{mine}");
+}
+
+/// Every instance restarts right after a failover: the promoted replica
+/// lacks an order the old master accepted and the consumers persisted (its
+/// buyer, its unit), and no instance remembers the old master's lineage.
+/// The restarted instance must still learn the voucher again from MariaDB,
+/// or it sells the buyer a second order (and the unit twice).
+#[tokio::test]
+async fn an_instance_started_after_a_failover_learns_the_orders_the_promoted_replica_never_saw() {
+    let test = "an_instance_started_after_a_failover_learns_the_orders_the_promoted_replica_never_saw";
+    let Some(master) = common::redis_server::RedisServer::start(test).await else { return };
+    let Some(replica) = common::redis_server::RedisServer::start(test).await else { return };
+    replica.replicate(&master).await;
+    let on = |server: &common::redis_server::RedisServer| {
+        let url = server.url();
+        move |c: &mut hmdp::config::Config| {
+            c.redis.url = url;
+            c.redis.cluster_nodes = None;
+        }
+    };
+    let mut before = async_app_with(on(&master)).await;
+    let voucher = before.open_seckill(10).await;
+    let users = before.seed_users(2).await;
+    let ((first, first_token), (unseen, unseen_token)) = (users[0].clone(), users[1].clone());
+    expect_ok(before.order(voucher, &first_token).await).await;
+    before.drained(voucher, Duration::from_secs(10)).await;
+    master.caught_up().await;
+
+    // The replica is promoted; the old master, cut off, still takes an
+    // order (202: no replica has it), which its consumer persists.
+    replica.promote().await;
+    let taken = common::outcome(before.order(voucher, &unseen_token).await).await;
+    assert_eq!(taken.code, "UNREPLICATED", "{taken:?}");
+    before.drained(voucher, Duration::from_secs(10)).await;
+    assert_eq!(before.stock_of(voucher).await, 8);
+    before.stop().await;
+
+    let after = before.spawn_peer(on(&replica)).await;
+    let sk = after.keys.seckill(voucher);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    // The buyer it never saw, and the unit that order took: 8 left.
+    loop {
+        let (learnt, stock): (bool, i64) = redis::pipe()
+            .sismember(&sk.buyers, unseen)
+            .get(&sk.stock)
+            .query_async(&mut after.redis.clone())
+            .await
+            .unwrap();
+        if learnt && stock == 8 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the promoted replica never learnt the order it did not see: buyer known {learnt}, stock {stock}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    expect_error(after.order(voucher, &unseen_token).await, StatusCode::CONFLICT, "DUPLICATE_ORDER").await;
+    let still: bool = after.redis.clone().sismember(&sk.buyers, first).await.unwrap();
+    assert!(still, "the replicated buyer is kept");
+    drop(after);
 }

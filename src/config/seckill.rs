@@ -193,10 +193,10 @@ pub struct OrderSettings {
     #[arg(long, env = "ORDER_PAY_TIMEOUT_S", default_value_t = DEFAULT_ORDER_PAY_TIMEOUT_S)]
     pub order_pay_timeout_s: u64,
 
-    /// Order id sequences reserved per Redis round trip (1: one `INCR` per
-    /// id); at most 1553, so that 16 instances, each dropping what is left
-    /// of a block every second of a day, leave half of the day's 2^32 ids
-    /// to orders.
+    /// Order id sequences reserved per Redis round trip (1: one reservation
+    /// per id); at most 1553, so that 16 instances, each dropping what is
+    /// left of a block every second of a day, leave half of the day's 2^32
+    /// ids to orders.
     #[arg(long, env = "ORDER_ID_BLOCK", default_value_t = DEFAULT_ORDER_ID_BLOCK)]
     pub(crate) order_id_block: u32,
 }

@@ -1,10 +1,11 @@
 //! Globally unique, roughly time-ordered order ids without a coordinator
 //! beyond Redis.
 
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 
 use chrono::{DateTime, Utc};
 use hmdp_redis::Redis;
+use redis::Script;
 use tokio::sync::Mutex;
 
 use crate::keys::Keys;
@@ -17,43 +18,75 @@ const SEQUENCE_BITS: u32 = 32;
 const SEQUENCE_KEY_TTL_SECS: i64 = 40 * 24 * 3600;
 /// Reservations tried for one id before it is refused as unavailable.
 const RESERVE_TRIES: usize = 3;
+/// What a day's counter is raised by when a reservation finds another
+/// replication history than the last one (a failover), before it reserves:
+/// more than an old master can hand out that its replica never sees.
+///
+/// The bound: a master cut off from the majority keeps answering the
+/// instances on its side until `cluster-node-timeout` (15 s by default, 2 s
+/// in this deployment) has passed, and its replica may lag it by a moment
+/// before the cut: 16 s in all. An order costs an instance over 100 µs of
+/// CPU (BENCHMARKS.md: 120-250 µs), so 16 instances (`MAX_INSTANCES`) of
+/// 16 cores draw at most about 2.6 million ids a second, and each instance
+/// wastes at most two blocks a second (1553 at most each). 2^26 covers 16 s
+/// at 4.2 million a second; the sales measured here draw under 5,000.
+///
+/// The cost: 1/64 of a day's 2^32 sequences for each change of history,
+/// and a day's first reservation is one (its marker is new).
+pub const LINEAGE_GAP: i64 = 1 << 26;
 
-/// Order ids: `(now_secs - EPOCH_SECS) << 32 | INCR icr:order:<yyyy:MM:dd>`.
+static RESERVE: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("../../lua/order_id_block.lua")));
+
+/// Order ids: `(now_secs - EPOCH_SECS) << 32 | sequence`, the sequence
+/// drawn from the day's counter `icr:order:<yyyy:MM:dd>`.
 ///
 /// Why it is unique: the day key is derived from the same second as the
 /// timestamp bits, so two ids with equal timestamps drew from the same
-/// counter and differ in their low bits, whichever instance made them and
-/// however far apart the instances' clocks are.
+/// counter, and they are equal only if the counter handed out one value
+/// twice. Within one replication history (a master and the replicas it
+/// fed) it never does: it only grows. A failover takes it back: the
+/// promoted replica lacks the increments its old master answered and never
+/// passed on (a master cut off keeps answering the clients on its side for
+/// up to `cluster-node-timeout`), and hands the same values out again. So
+/// the counter keeps a marker beside it, `{icr:order:<day>}:lineage`, the
+/// `master_replid` its last reservation was made under, and a reservation
+/// under another (a promoted replica's is new; the marker it holds was
+/// replicated from its old master) first raises the counter by
+/// [`LINEAGE_GAP`], in the same script (`lua/order_id_block.lua`): every
+/// value of the new history lies above all the old one handed out.
 ///
-/// Sequences are reserved in blocks (`INCRBY block`), so most ids cost no
-/// round trip. A block serves only the second it was reserved in: its ids
-/// carry that second, the day key matches it, and the argument above holds
-/// unchanged. What is left of a block when the second turns is dropped.
+/// Nothing of this rests on the instances' clocks: how far apart they are,
+/// or a clock that steps back, decides which second an id carries, never
+/// whether two ids of one second share a sequence.
 ///
-/// The argument needs a counter that never goes back, and a Redis
-/// failover can take it back: increments the old master answered and
-/// never passed on are lost with it. A reservation still in flight when
-/// its master was cut off is retried by the cluster client on the
-/// promoted replica seconds later, where the counter hands out the same
-/// values again. So a block is kept only if its `INCRBY` was answered in
-/// the second it was reserved for; otherwise it is reserved again for the
-/// second it is now. A promoted replica answers its first write well over
-/// a second after its old master answered its last one (the old master
-/// stops when it loses the majority, the replica waits
-/// `cluster-node-timeout` and an election), so the two cannot serve one
-/// second. An id that collides all the same is caught at persistence (a
-/// row with another owner): that order fails with its unit given back.
+/// Sequences are reserved in blocks, so most ids cost no round trip. A
+/// block serves only the second it was reserved in: its ids carry that
+/// second, the day key matches it, and the argument above holds unchanged.
+/// What is left of a block when the second turns is dropped. A block
+/// answered in a later second than it was asked for is dropped too and
+/// reserved again: a Redis that restarted without persistence meanwhile
+/// (a new history, and a counter back at the gap) may have answered it,
+/// and its ids must not share a second with those from before the restart.
 ///
 /// Limits:
-/// - at most 2^32 ids per UTC day (the counter's width); past that `next`
-///   refuses rather than bleed into the timestamp bits;
+/// - at most 2^32 ids per UTC day (the counter's width), less a gap per
+///   change of history; past that `next` refuses rather than bleed into
+///   the timestamp bits;
+/// - two failovers in a row, where the first promoted replica was cut off
+///   before any of its writes reached a replica, lose its own gap with it:
+///   the next one raises the counter from below it, and ids of the two may
+///   meet (a row with another owner then fails that order, its unit given
+///   back);
+/// - a Redis that restarts without persistence starts the day again from
+///   the gap: its ids are unique against earlier ones only while the
+///   instances' clocks agree to within the restart's time;
 /// - the timestamp has 31 bits before the id turns negative as an `i64`:
 ///   about 68 years after the epoch, until early 2090;
-/// - ids from one caller increase strictly only while the wall clock does
-///   not step back; uniqueness does not depend on it;
-/// - a block costs one Redis round trip (INCRBY and EXPIRE pipelined), and
-///   no block is reserved while Redis is down; each instance drops at most
-///   one part-used block per second, so at the default block of 100 the
+/// - ids from one caller increase strictly only while its clock does not
+///   step back; uniqueness does not depend on it;
+/// - a block costs one Redis round trip (the script), and no block is
+///   reserved while Redis is down; each instance drops at most one
+///   part-used block per second, so at the default block of 100 the
 ///   daily sequence lasts for over 4 billion ids less 17 million dropped;
 /// - the ids reveal the order volume of a day to whoever sees two of them.
 #[derive(Clone)]
@@ -61,9 +94,14 @@ pub struct OrderIdGenerator {
     redis: Redis,
     keys: Keys,
     block_size: u32,
-    /// Taken across the INCRBY, so concurrent callers share one reservation.
+    clock: Clock,
+    /// Taken across the reservation, so concurrent callers share one.
     block: Arc<Mutex<Block>>,
 }
+
+/// Where a generator reads the time: the wall clock, or a test's (two
+/// instances whose clocks differ, without waiting for real time to pass).
+pub type Clock = Arc<dyn Fn() -> DateTime<Utc> + Send + Sync>;
 
 /// Reserved sequences `next..end` of the second `elapsed_secs`.
 #[derive(Default)]
@@ -93,16 +131,21 @@ impl IdError {
 }
 
 impl OrderIdGenerator {
-    /// `block_size` sequences are reserved per round trip (1: one INCR per id).
+    /// `block_size` sequences are reserved per round trip (1: one per id).
     pub fn new(redis: Redis, keys: Keys, block_size: u32) -> Self {
-        Self { redis, keys, block_size: block_size.max(1), block: Arc::default() }
+        Self { redis, keys, block_size: block_size.max(1), clock: Arc::new(Utc::now), block: Arc::default() }
+    }
+
+    /// The same generator reading its time from `clock`.
+    pub fn with_clock(self, clock: impl Fn() -> DateTime<Utc> + Send + Sync + 'static) -> Self {
+        Self { clock: Arc::new(clock), ..self }
     }
 
     pub async fn next(&self) -> Result<i64, IdError> {
         // The second is read once the block is ours: a caller that waited
         // for the lock across a turn of the second asks for the new one.
         let mut block = self.block.lock().await;
-        let mut now = Utc::now();
+        let mut now = (self.clock)();
         let mut elapsed = now.timestamp() - EPOCH_SECS;
         if elapsed < 0 {
             return Err(IdError::ClockBeforeEpoch);
@@ -111,17 +154,19 @@ impl OrderIdGenerator {
             if block.elapsed_secs == elapsed && block.next < block.end {
                 break;
             }
-            let key = self.keys.order_sequence(&now.format("%Y:%m:%d").to_string());
-            let (last,): (i64,) = redis::pipe()
-                .incr(&key, self.block_size)
-                .expire(&key, SEQUENCE_KEY_TTL_SECS)
-                .ignore()
-                .query_async(&mut self.redis.clone())
+            let day = now.format("%Y:%m:%d").to_string();
+            let last: i64 = RESERVE
+                .key(self.keys.order_sequence(&day))
+                .key(self.keys.order_sequence_lineage(&day))
+                .arg(self.block_size)
+                .arg(LINEAGE_GAP)
+                .arg(SEQUENCE_KEY_TTL_SECS)
+                .invoke_async(&mut self.redis.clone())
                 .await?;
             *block = Block { elapsed_secs: elapsed, next: last - i64::from(self.block_size) + 1, end: last + 1 };
-            // Answered in a later second: possibly by another master than
-            // the one asked (see above), so reserved again for this second.
-            let answered = Utc::now();
+            // Answered in a later second: possibly by a Redis that restarted
+            // meanwhile (see above), so reserved again for this second.
+            let answered = (self.clock)();
             if answered.timestamp() - EPOCH_SECS != elapsed {
                 *block = Block::default();
                 (now, elapsed) = (answered, answered.timestamp() - EPOCH_SECS);

@@ -61,11 +61,18 @@ pub(super) async fn unpersisted(
     sk: &SeckillKeys,
     voucher: u64,
 ) -> Result<Unpersisted, PersistError> {
-    let pending: Vec<i64> = redis.clone().hkeys(&sk.pending).await?;
+    // Order id -> `<userId>:<ts ms>`: a row under the id is this order's
+    // only if it is its user's (and voucher's); another's is an id met
+    // twice, and this order still waits for its unit.
+    let pending: Vec<(i64, String)> = redis.clone().hgetall(&sk.pending).await?;
     let mut persisted = Vec::new();
     for chunk in pending.chunks(LOOKUP_CHUNK) {
-        let rows = store::existing_orders(&mut *conn, chunk).await?;
-        persisted.extend(rows.into_iter().filter(|(_, owner)| owner.voucher_id == voucher).map(|(id, _)| id));
+        let ids: Vec<i64> = chunk.iter().map(|(id, _)| *id).collect();
+        let rows = store::existing_orders(&mut *conn, &ids).await?;
+        persisted.extend(chunk.iter().filter_map(|(id, accepted)| {
+            let user_id = accepted.split_once(':')?.0.parse().ok()?;
+            (rows.get(id) == Some(&store::OrderOwner { user_id, voucher_id: voucher })).then_some(*id)
+        }));
     }
     Ok(Unpersisted { count: (pending.len() - persisted.len()) as i64, persisted })
 }

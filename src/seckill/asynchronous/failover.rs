@@ -10,7 +10,12 @@
 //!   units twice and MariaDB would refuse the second sale, after the buyer
 //!   was told yes. A voucher whose master is not the one of the last round
 //!   (its `master_replid` changed) learns its buyers and its stock again
-//!   from MariaDB (`converge::relearn`).
+//!   from MariaDB (`converge::relearn`). The last round is this instance's,
+//!   or, for an instance that has not seen the voucher yet (one started
+//!   after the failover), the lineage its keys were last learnt under,
+//!   kept beside them in Redis (`lua/seckill_lineage.lua`): it replicates
+//!   with them, so a promoted replica holds its old master's, and the
+//!   difference is seen even when every instance restarted.
 //! - When the cut heals, the old master becomes a replica and throws away
 //!   what it accepted alone. The orders this instance answered 202 are
 //!   watched until they have their row or are `FAILED`; one that is neither
@@ -39,12 +44,13 @@ use super::{
 };
 use crate::{
     events::Outbox,
-    keys::Keys,
+    keys::{Keys, SeckillKeys},
     recent::RecentIds,
     seckill::{error::SeckillResult, store},
 };
 
 static VANISHED: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("../../../lua/seckill_vanished.lua")));
+static LINEAGE: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("../../../lua/seckill_lineage.lua")));
 
 /// Orders answered 202 watched at once, at most (beyond, the memory
 /// forgets, and a forgotten order that vanished stays unknown).
@@ -144,19 +150,31 @@ impl Failover {
 
     async fn relearn_if_moved(&self, voucher: u64) -> SeckillResult<()> {
         let segments = self.segments.of_or_single(voucher).await?;
-        let mut lineage = Vec::with_capacity(segments.count());
+        let (mut lineage, mut recorded) = (Vec::with_capacity(segments.count()), Vec::new());
         for sk in segments.keys() {
-            lineage.push(master_replid(&self.redis, &sk.stock).await?);
+            let (now, before) = lineage_of(&self.redis, sk, "").await?;
+            lineage.push(now);
+            recorded.push(before);
         }
-        if self.lineages.get(voucher).is_some_and(|before| before != lineage) {
+        // Against this instance's last round, and against the lineage the
+        // keys were last learnt under (another instance's relearning, or
+        // the old master's load, replicated).
+        let seen_moved = self.lineages.get(voucher).is_some_and(|before| before != lineage);
+        let recorded_moved = recorded.iter().zip(&lineage).any(|(before, now)| !before.is_empty() && before != now);
+        if seen_moved || recorded_moved {
             tracing::warn!(
                 voucher,
                 "the Redis master of the voucher's keys changed (a failover); its buyers and stock are learnt again from MariaDB"
             );
             metrics::counter!("hmdp_redis_relearned_total").increment(1);
             converge::relearn(&self.db, &self.redis, &segments, voucher).await?;
+            // Recorded once learnt: a relearning that failed is tried again
+            // (by any instance). A master changed meanwhile keeps the old
+            // record, and is learnt again next round.
+            for (sk, now) in segments.keys().iter().zip(&lineage) {
+                lineage_of(&self.redis, sk, now).await?;
+            }
         }
-        // Remembered once learnt: a relearning that failed is tried again.
         self.lineages.insert(voucher, lineage);
         Ok(())
     }
@@ -268,11 +286,10 @@ impl Failover {
     }
 }
 
-/// The replication history of the master serving `key` (`master_replid`):
-/// a replica promoted in its place starts a new one.
-async fn master_replid(redis: &Redis, key: &str) -> redis::RedisResult<String> {
-    let mut info = redis::cmd("INFO");
-    info.arg("replication");
-    let text: String = redis.clone().query_on_master_of(key, info).await?;
-    Ok(text.lines().find_map(|l| l.strip_prefix("master_replid:")).unwrap_or_default().trim().to_owned())
+/// The replication history (`master_replid`) of the master serving the
+/// segment's keys, and the one they were last learnt under (empty when
+/// not loaded); `relearnt`, when it is the current one, is recorded as
+/// learnt under.
+async fn lineage_of(redis: &Redis, sk: &SeckillKeys, relearnt: &str) -> redis::RedisResult<(String, String)> {
+    LINEAGE.key(&sk.window).arg(relearnt).invoke_async(&mut redis.clone()).await
 }

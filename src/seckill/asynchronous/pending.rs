@@ -38,9 +38,11 @@ impl AsyncMode {
             return Ok(row);
         }
         // A failed order names its voucher in an index of its own (its sale
-        // may have been retired from the active set); else the active sales.
+        // may have been retired from the active set), then the active sales:
+        // the index may name another user's order that drew the same id.
         let indexed: Option<u64> = redis.get(self.keys.failed_order(order_id)).await?;
-        let vouchers = indexed.map_or(active, |voucher| vec![voucher]);
+        let mut vouchers: Vec<u64> = indexed.into_iter().collect();
+        vouchers.extend(active.into_iter().filter(|voucher| Some(*voucher) != indexed));
         in_redis(redis, maps, &vouchers, order_id, user_id, OrderState::Failed).await
     }
 
@@ -79,12 +81,13 @@ async fn in_redis(
         }
     });
     let found: Vec<Option<String>> = futures::future::try_join_all(lookups).await?;
+    // Another user's entry under the id is another order that drew the same
+    // id (ids met after a failover): this user's may be in another hash.
     for (&(voucher_id, _), value) in hashes.iter().zip(found) {
         let Some((owner, ts)) = value.as_deref().and_then(|v| v.split_once(':')) else { continue };
-        if owner.parse() != Ok(user_id) {
-            return Ok(None);
+        if owner.parse() == Ok(user_id) {
+            return Ok(Some(pending_view(order_id, user_id, voucher_id, ts, state)));
         }
-        return Ok(Some(pending_view(order_id, user_id, voucher_id, ts, state)));
     }
     Ok(None)
 }
@@ -125,9 +128,13 @@ async fn pending_of(
     }
     let ids: Vec<i64> = found.iter().map(|(_, id, _)| *id).collect();
     let persisted = store::existing_orders(db, &ids).await?;
+    // Left out once its row lands (the rows list it); a row of another
+    // owner under the id is not its row.
     let mut views: Vec<OrderView> = found
         .into_iter()
-        .filter(|(_, id, _)| !persisted.contains_key(id))
+        .filter(|(voucher_id, id, _)| {
+            persisted.get(id) != Some(&store::OrderOwner { user_id, voucher_id: *voucher_id })
+        })
         .filter_map(|(voucher_id, order_id, accepted)| {
             let (owner, ts) = accepted.split_once(':')?;
             (owner.parse() == Ok(user_id)).then(|| pending_view(order_id, user_id, voucher_id, ts, OrderState::Pending))

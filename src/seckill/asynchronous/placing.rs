@@ -264,25 +264,31 @@ impl AsyncMode {
         }
     }
 
-    /// Whether `order_id` itself was accepted: pending, persisted (its row,
-    /// this user's for this voucher), or already dead-lettered (`keys`: the
-    /// user's segment).
+    /// Whether `order_id` itself was accepted: pending, persisted (its row),
+    /// or already dead-lettered (`keys`: the user's segment), each time as
+    /// this user's order for this voucher: another user's under the id is
+    /// another order that drew the same id.
     async fn accepted_before(
         &self,
         keys: &SeckillKeys,
         order: store::OrderOwner,
         order_id: i64,
     ) -> SeckillResult<bool> {
-        let (pending, failed): (bool, bool) = redis::pipe()
-            .hexists(&keys.pending, order_id)
-            .hexists(&keys.failed, order_id)
+        let (pending, failed): (Option<String>, Option<String>) = redis::pipe()
+            .hget(&keys.pending, order_id)
+            .hget(&keys.failed, order_id)
             .query_async(&mut self.redis.clone())
             .await?;
-        if pending || failed {
+        if [pending, failed].iter().flatten().any(|accepted| accepted_by(accepted, order.user_id)) {
             return Ok(true);
         }
         Ok(store::existing_orders(&self.db, &[order_id]).await?.get(&order_id) == Some(&order))
     }
+}
+
+/// A pending or failed hash's `<userId>:<ts ms>` is this user's.
+fn accepted_by(accepted: &str, user_id: u64) -> bool {
+    accepted.split_once(':').is_some_and(|(owner, _)| owner.parse() == Ok(user_id))
 }
 
 /// A dry segment borrows from the fullest, so the order can be asked
@@ -298,5 +304,17 @@ async fn refill(segments: &Segments, segment: usize, deadline: tokio::time::Inst
         Refill::Unsettled => Err(SeckillError::unavailable(
             "units of this voucher are moving between its segments; ask again in a moment",
         )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::accepted_by;
+
+    #[test]
+    fn an_entry_under_the_id_is_the_orders_only_if_it_is_its_users() {
+        assert!(accepted_by("42:1700000000000", 42));
+        assert!(!accepted_by("43:1700000000000", 42), "another user's order that drew the same id");
+        assert!(!accepted_by("42", 42), "malformed");
     }
 }

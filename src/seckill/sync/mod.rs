@@ -209,7 +209,8 @@ impl SyncOrders {
                 () = stop.cancelled() => return Err(SeckillError::lock_lost()),
                 reservation = reserve(&self.db, &self.outbox, user_id, voucher_id, order_id, spend) => reservation,
             };
-            commit_reservation(&self.db, gate, order_id, stop, reservation).await?;
+            let owner = store::OrderOwner { user_id, voucher_id };
+            commit_reservation(&self.db, gate, (order_id, owner), stop, reservation).await?;
         }
         tracing::debug!(order_id, user_id, voucher_id, fence = guard.fencing_token(), "order placed");
         Ok(order_id)

@@ -4,7 +4,7 @@
 //! user's lock is held, and a commit whose answer was lost looked up
 //! before anyone is told anything.
 
-use std::time::Duration;
+use std::{collections::HashMap, time::Duration};
 
 use sqlx::{MySql, MySqlPool, Transaction};
 use tokio_util::sync::CancellationToken;
@@ -15,7 +15,7 @@ use crate::{
     seckill::{
         error::{SeckillError, SeckillResult},
         model::PathUse,
-        store::{self, NewOrder, UNIQUE_ORDER_INDEX},
+        store::{self, NewOrder, OrderOwner, UNIQUE_ORDER_INDEX},
         sync::admission::Gate,
     },
 };
@@ -25,7 +25,7 @@ use crate::{
 pub(super) async fn commit_reservation(
     db: &MySqlPool,
     gate: &Gate,
-    order_id: i64,
+    order: (i64, OrderOwner),
     lost: &CancellationToken,
     reservation: SeckillResult<Reservation>,
 ) -> SeckillResult<()> {
@@ -45,21 +45,42 @@ pub(super) async fn commit_reservation(
     }
     match tx.commit().await {
         Ok(()) => Ok(()),
-        Err(err) => settle_lost_commit(db, &[order_id], err).await,
+        Err(err) => settle_lost_commit(db, &[order], err).await,
     }
 }
 
 /// A `COMMIT` failed, perhaps after MariaDB applied it (the connection died
 /// on the way back): the orders are looked up before anyone is told
-/// anything. `Ok` when they were committed after all.
-pub(super) async fn settle_lost_commit(db: &MySqlPool, order_ids: &[i64], err: sqlx::Error) -> SeckillResult<()> {
+/// anything. `Ok` when they were committed after all: each id's row is
+/// there, and is this order's (its user and voucher). A row of another
+/// owner under the id is another order that drew the same id (ids met
+/// after a Redis failover), never this one committed.
+pub(super) async fn settle_lost_commit(
+    db: &MySqlPool,
+    orders: &[(i64, OrderOwner)],
+    err: sqlx::Error,
+) -> SeckillResult<()> {
+    let order_ids: Vec<i64> = orders.iter().map(|(id, _)| *id).collect();
     tracing::warn!(?order_ids, error = %err, "a commit failed; looking its orders up before answering");
-    match confirm_committed(db, order_ids).await {
-        Some(found) if order_ids.iter().all(|id| found.contains(id)) => {
+    match confirm_committed(db, &order_ids).await {
+        Some(found) if orders.iter().all(|(id, owner)| found.get(id) == Some(owner)) => {
             tracing::info!(?order_ids, "the commit had happened; answered as placed");
             Ok(())
         }
-        Some(_) => Err(err.into()),
+        Some(found) => {
+            for (id, owner) in orders {
+                if let Some(held_by) = found.get(id).filter(|row| *row != owner) {
+                    metrics::counter!("hmdp_order_id_collisions_total").increment(1);
+                    tracing::error!(
+                        order_id = id,
+                        ?owner,
+                        ?held_by,
+                        "order id collision: another order's row holds this id"
+                    );
+                }
+            }
+            Err(err.into())
+        }
         None => Err(SeckillError::outcome_unknown(anyhow::anyhow!("the commit's outcome is unknown: {err}"))),
     }
 }
@@ -70,14 +91,14 @@ pub(super) async fn settle_lost_commit(db: &MySqlPool, order_ids: &[i64], err: s
 const CONFIRM_TRIES: u32 = 5;
 const CONFIRM_PAUSE: Duration = Duration::from_millis(200);
 
-/// After a `COMMIT` whose answer was lost (the connection died on it), which
-/// of these orders MariaDB has: the commit may have happened, and a user
+/// After a `COMMIT` whose answer was lost (the connection died on it), whose
+/// rows MariaDB has under these ids: the commit may have happened, and a user
 /// must never be told "failed" about an order that exists. `None` while
 /// MariaDB cannot be asked.
-async fn confirm_committed(db: &MySqlPool, order_ids: &[i64]) -> Option<std::collections::HashSet<i64>> {
+async fn confirm_committed(db: &MySqlPool, order_ids: &[i64]) -> Option<HashMap<i64, OrderOwner>> {
     for attempt in 1..=CONFIRM_TRIES {
         match store::settled_orders(db, order_ids).await {
-            Ok(found) => return Some(found.into_keys().collect()),
+            Ok(found) => return Some(found),
             Err(err) => tracing::warn!(attempt, error = %err, "looking up orders after a lost commit answer failed"),
         }
         tokio::time::sleep(CONFIRM_PAUSE).await;
@@ -166,6 +187,7 @@ mod tests {
     use sqlx::{Connection, MySqlPool};
 
     use super::settle_lost_commit;
+    use crate::seckill::store::OrderOwner;
 
     /// What the client of a killed connection sees of its `COMMIT`.
     fn lost_answer() -> sqlx::Error {
@@ -190,7 +212,7 @@ mod tests {
                 .execute(&mut *tx)
                 .await
                 .unwrap();
-            let ids = [order_id];
+            let ids = [(order_id, OrderOwner { user_id: order_id as u64, voucher_id: 7 })];
             let asked = Instant::now();
             let decide = async {
                 tokio::time::sleep(decide_after).await;

@@ -48,8 +48,9 @@ pub(super) async fn answer(
                 let _ = member.reply.send(answer);
             }
         }
-        Err(GroupError::CommitFailed(order_ids, err)) => {
-            let settled = settle_lost_commit(db, &order_ids, err).await;
+        Err(GroupError::CommitFailed(orders, err)) => {
+            let settled = settle_lost_commit(db, &orders, err).await;
+            let order_ids: Vec<i64> = orders.iter().map(|(id, _)| *id).collect();
             if settled.is_ok() {
                 stats.groups.fetch_add(1, Relaxed);
                 stats.committed.fetch_add(order_ids.len() as u64, Relaxed);
@@ -98,7 +99,7 @@ fn answer_committed(stats: &Stats, group: Vec<Member>, decided: Decided) {
 /// The course's transaction for one member of a refused group.
 async fn one_by_one(db: &MySqlPool, outbox: &Outbox, member: &Member) -> SeckillResult<()> {
     let reservation = reserve(db, outbox, member.user_id, member.voucher_id, member.order_id, member.spend).await;
-    commit_reservation(db, &member.gate, member.order_id, &member.lost, reservation).await
+    commit_reservation(db, &member.gate, (member.order_id, member.owner()), &member.lost, reservation).await
 }
 
 pub(super) fn answer_all(group: Vec<Member>, err: impl Fn() -> SeckillError) {

@@ -17,7 +17,7 @@ use crate::{
     seckill::{
         error::SeckillResult,
         model::PathUse,
-        store::{self, NewOrder},
+        store::{self, NewOrder, OrderOwner},
         sync::admission::Gate,
     },
 };
@@ -37,6 +37,10 @@ pub(super) struct Member {
 }
 
 impl Member {
+    pub(super) fn owner(&self) -> OrderOwner {
+        OrderOwner { user_id: self.user_id, voucher_id: self.voucher_id }
+    }
+
     pub(super) fn created(&self) -> OrderCreated {
         OrderCreated { voucher_id: self.voucher_id, order_id: self.order_id, user_id: self.user_id }
     }
@@ -75,8 +79,8 @@ impl Prepared {
             return Ok(GroupOutcome::LockLost);
         }
         if let Err(err) = self.tx.commit().await {
-            let order_ids: Vec<i64> = winners.iter().map(|&i| group[i].order_id).collect();
-            return Err(GroupError::CommitFailed(order_ids, err));
+            let orders = winners.iter().map(|&i| (group[i].order_id, group[i].owner())).collect();
+            return Err(GroupError::CommitFailed(orders, err));
         }
         Ok(GroupOutcome::Committed(Box::new(self.decided)))
     }
@@ -90,8 +94,9 @@ pub(super) async fn any_lost(group: &[Member]) {
 pub(super) enum GroupError {
     /// The insert was refused (a constraint, a trigger): some row is bad.
     Refused(sqlx::Error),
-    /// The `COMMIT` of these orders failed; it may have happened anyway.
-    CommitFailed(Vec<i64>, sqlx::Error),
+    /// The `COMMIT` of these orders (and their owners) failed; it may have
+    /// happened anyway.
+    CommitFailed(Vec<(i64, OrderOwner)>, sqlx::Error),
     Other(sqlx::Error),
 }
 
