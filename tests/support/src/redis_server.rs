@@ -116,6 +116,14 @@ impl RedisServer {
         redis::cmd("REPLICAOF").arg("NO").arg("ONE").query_async::<()>(&mut conn).await.unwrap();
     }
 
+    /// The server stopped (SIGSTOP) until the guard is dropped: its
+    /// connections stay open and answer nothing, as across a cut that drops
+    /// packets; a master still holds such a replica online.
+    pub fn frozen(&self) -> Frozen {
+        signal(self.child.id(), "-STOP");
+        Frozen { pid: self.child.id() }
+    }
+
     /// Its `master_replid` (the replication history it serves).
     pub async fn replid(&self) -> String {
         replication_field(&mut self.connection().await, "master_replid").await.unwrap_or_default()
@@ -128,6 +136,22 @@ impl Drop for RedisServer {
         let _ = self.child.wait();
         let _ = std::fs::remove_dir_all(&self.dir);
     }
+}
+
+/// A server stopped by `RedisServer::frozen`, let go when dropped.
+pub struct Frozen {
+    pid: u32,
+}
+
+impl Drop for Frozen {
+    fn drop(&mut self) {
+        signal(self.pid, "-CONT");
+    }
+}
+
+fn signal(pid: u32, signal: &str) {
+    let sent = Command::new("kill").arg(signal).arg(pid.to_string()).status();
+    assert!(sent.is_ok_and(|s| s.success()), "kill {signal} {pid} failed");
 }
 
 async fn replication_field(conn: &mut redis::aio::MultiplexedConnection, field: &str) -> Option<String> {
