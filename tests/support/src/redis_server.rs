@@ -60,9 +60,12 @@ impl RedisServer {
         self.port
     }
 
-    /// A plain connection, for the test's own commands.
+    /// A plain connection, for the test's own commands; its answers may
+    /// take as long as a `WAIT` of `PATIENCE` (redis-rs gives up after
+    /// 500 ms by default, which a loaded box's replica can miss).
     pub async fn connection(&self) -> redis::aio::MultiplexedConnection {
-        redis::Client::open(self.url()).unwrap().get_multiplexed_async_connection().await.unwrap()
+        let config = redis::AsyncConnectionConfig::new().set_response_timeout(Some(PATIENCE * 2));
+        redis::Client::open(self.url()).unwrap().get_multiplexed_async_connection_with_config(&config).await.unwrap()
     }
 
     /// Up and answering, as this very process: a server that could not
