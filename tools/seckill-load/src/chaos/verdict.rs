@@ -86,8 +86,10 @@ impl Run<'_> {
     }
 
     /// The rows against the answers: no oversell, no duplicate, every
-    /// success with its row and every row told. Returns the successes
-    /// without their row.
+    /// success its buyer's row, every row told, and the orders created
+    /// exactly those the answers kept (a killed instance's untold rows and
+    /// a `-nowait` fault's lost 200s counted, each as itself). Returns the
+    /// successes without their row.
     fn ledger_problems(&self, problems: &mut Vec<String>) -> u64 {
         let (a, killed, nowait) = (self.audit, self.killed(), self.nowait());
         if a.oversold != 0 || a.duplicate_pairs != 0 {
@@ -99,24 +101,23 @@ impl Run<'_> {
                 a.remaining_stock, a.orders, a.initial_stock
             ));
         }
-        let (told, untold, unrep_lost) = match &a.answers {
-            Some(check) => (check.success_without_row, check.rows_told_failed, check.unreplicated_without_row),
-            None => {
-                problems.push("the answers were not checked against the rows".into());
-                (0, 0, 0)
-            }
+        let Some(check) = &a.answers else {
+            problems.push("the answers were not checked against the rows".into());
+            return 0;
         };
+        let (told, untold) = (check.success_without_row, check.rows_told_failed);
         if told > 0 && !nowait {
             problems.push(format!("{told} success answers without their row"));
-        } else if untold > 0 && !killed {
+        }
+        if untold > 0 && !killed {
             problems.push(format!("{untold} rows whose user was not told success"));
         }
-        let expected = a.success_answers as i64 - told as i64 + a.unreplicated_answers as i64 - unrep_lost as i64
-            + if killed { untold as i64 } else { 0 };
+        problems.extend(check.never_excused());
+        let expected = check.expected_new_rows(nowait, killed);
         if a.new_orders != expected {
             problems.push(format!(
-                "{} new orders for {} success answers and {} 202s ({expected} expected)",
-                a.new_orders, a.success_answers, a.unreplicated_answers
+                "{} new orders for {} orders answered 200 and {} answered 202 and kept ({expected} expected; {} rows told only by DUPLICATE_ORDER)",
+                a.new_orders, check.success_orders, check.accepted_persisted, check.told_only_by_duplicate
             ));
         }
         if a.unsold_unexplained {
@@ -253,11 +254,12 @@ mod tests {
             duplicate_pairs: 0,
             stock_plus_orders_is_initial: true,
             new_orders: 4_000,
+            orders_match_answers: true,
             success_answers: 4_000,
             unreplicated_answers: 0,
             redis: None,
             events: None,
-            answers: Some(AnswerCheck { success_without_row: 0, unreplicated_without_row: 0, rows_told_failed: 0 }),
+            answers: Some(AnswerCheck { success_orders: 4_000, ..AnswerCheck::default() }),
             buyers: 6_000,
             refusals_leaving_stock: 0,
             unsold_unexplained: false,
@@ -313,6 +315,7 @@ mod tests {
         audit.orders = 3_700;
         audit.new_orders = 3_700;
         audit.success_answers = 3_700;
+        audit.answers = Some(AnswerCheck { success_orders: 3_700, ..AnswerCheck::default() });
         audit.unsold_unexplained = true;
         audit.passed = false;
         let problems = verdict(&audit, &happened(), 2.4);
@@ -336,7 +339,7 @@ mod tests {
     #[test]
     fn a_success_without_its_row_fails_and_an_instance_kill_may_lose_only_answers() {
         let mut audit = clean_audit();
-        audit.answers = Some(AnswerCheck { success_without_row: 2, unreplicated_without_row: 0, rows_told_failed: 0 });
+        audit.answers = Some(AnswerCheck { success_orders: 4_000, success_without_row: 2, ..AnswerCheck::default() });
         audit.new_orders = 3_998;
         let problems = verdict(&audit, &happened(), 2.4);
         assert!(problems.iter().any(|p| p.contains("2 success answers without their row")), "{problems:?}");
@@ -344,7 +347,12 @@ mod tests {
         // SIGKILL takes the answers of the process along: rows whose user
         // was not told success are that, and nothing else may go.
         let mut audit = clean_audit();
-        audit.answers = Some(AnswerCheck { success_without_row: 0, unreplicated_without_row: 0, rows_told_failed: 5 });
+        audit.answers = Some(AnswerCheck {
+            success_orders: 3_995,
+            rows_told_failed: 5,
+            untold_live_rows: 5,
+            ..AnswerCheck::default()
+        });
         audit.success_answers = 3_995;
         audit.passed = false;
         let (others, again) = (BTreeMap::from([("HTTP 502 not an envelope".to_owned(), 5)]), Ok(()));
@@ -377,5 +385,15 @@ mod tests {
                     hmdp_lock_events_total_other 9\n";
         assert_eq!(sample(text, "hmdp_lock_events_total", &[("event", "lost")]), Some(3.0));
         assert_eq!(sample(text, "hmdp_lock_events_total", &[("event", "renewed")]), None);
+    }
+
+    #[test]
+    fn a_chaos_run_whose_200_names_another_buyers_order_fails() {
+        use crate::report::Outcome;
+        // Buyer 0 was told 200 with order 500, which is buyer 1's row.
+        let answers = [(0, Outcome::Success, Some(500)), (1, Outcome::Duplicate, Some(500))];
+        let audit = crate::audit::audited_sale(&answers, &[(11, 500)]);
+        let problems = verdict(&audit, &happened(), 2.4);
+        assert!(!problems.is_empty(), "{audit:?}");
     }
 }

@@ -1,6 +1,9 @@
 //! `seckill-load check-history`: the history held to the tables.
 
-use std::{collections::HashMap, path::PathBuf};
+use std::{
+    collections::{HashMap, HashSet},
+    path::PathBuf,
+};
 
 use serde::Serialize;
 use sqlx::MySqlPool;
@@ -31,8 +34,10 @@ pub struct CheckArgs {
     #[arg(long)]
     replica_wait_off: bool,
     /// Fail when the sale went longer than this without selling (between
-    /// two successes): a fault that cuts one instance off must leave the
-    /// other selling.
+    /// two successes, or from the last success to the last buyer turned
+    /// away while nothing was sold out): a fault that cuts one instance off
+    /// must leave the other selling. Needs `--healed-at-ms`: a sale whose
+    /// last answer came before the fault ended tested nothing, and fails.
     #[arg(long)]
     max_stall_ms: Option<u64>,
     /// Where the orders answered 202 are looked up, each with its buyer's
@@ -57,7 +62,7 @@ pub struct CheckArgs {
 #[serde(rename_all = "camelCase")]
 pub struct Findings {
     pub requests: usize,
-    /// Each answer against its user's row (None when a user's id is
+    /// Each answer against its buyer's row (None when a user's id is
     /// unknown): 200s and 202s without their row, rows never told.
     pub answers: Option<audit::AnswerCheck>,
     pub accepted: u64,
@@ -68,12 +73,22 @@ pub struct Findings {
     /// From the heal to the last answer that settled nothing or was a 503.
     pub abnormal_after_heal_ms: Option<u64>,
     /// The longest the sale went without selling: between two successes,
-    /// by the time each was answered.
+    /// by the time each was answered, or from the last success to the last
+    /// buyer turned away when nothing said SOLD_OUT after it.
     pub longest_stall_ms: u64,
+    /// When the last answer came (Unix ms).
+    pub last_answered_ms: u64,
 }
 
-/// Each entry against the rows (user id -> the order that user holds).
-pub fn find(entries: &[Entry], rows: &HashMap<u64, i64>, healed_at_ms: Option<u64>) -> Findings {
+/// Each entry against the rows (order id -> its buyer) and the fates its
+/// buyers were told of the orders answered 202.
+pub fn find(
+    entries: &[Entry],
+    rows: &audit::Rows,
+    fates: &HashMap<i64, audit::Fate>,
+    healed_at_ms: Option<u64>,
+) -> Findings {
+    let holders: HashSet<u64> = rows.values().filter(|r| r.live).map(|r| r.user_id).collect();
     let mut findings = Findings {
         requests: entries.len(),
         answers: None,
@@ -82,11 +97,12 @@ pub fn find(entries: &[Entry], rows: &HashMap<u64, i64>, healed_at_ms: Option<u6
         unsettled_with_order: 0,
         abnormal_after_heal_ms: None,
         longest_stall_ms: longest_stall_ms(entries),
+        last_answered_ms: entries.iter().map(|e| e.answered_ms).max().unwrap_or(0),
     };
     for e in entries {
         if e.settled_nothing() {
             findings.unsettled += 1;
-            findings.unsettled_with_order += u64::from(e.user_id.is_some_and(|u| rows.contains_key(&u)));
+            findings.unsettled_with_order += u64::from(e.user_id.is_some_and(|u| holders.contains(&u)));
         }
         if let Some(healed) = healed_at_ms
             && e.sent_ms >= healed
@@ -104,30 +120,52 @@ pub fn find(entries: &[Entry], rows: &HashMap<u64, i64>, healed_at_ms: Option<u6
     if let Some(user_ids) = user_ids.into_iter().collect::<Option<Vec<u64>>>() {
         let answers: Vec<(usize, Outcome, Option<i64>)> =
             entries.iter().map(|e| (e.user, e.outcome, e.order_id)).collect();
-        findings.answers = Some(audit::judge_answers(&user_ids, rows, &answers));
+        findings.answers = Some(audit::judge_answers(&user_ids, rows, &answers, fates));
     }
     findings
 }
 
+/// The widest gap between two sales, or from the last sale to the last
+/// buyer turned away (a 503, a 429, no answer...) when no SOLD_OUT came
+/// after it: a sale that stopped selling while stock was left stalled
+/// until its end, however quick its sales were before.
 fn longest_stall_ms(entries: &[Entry]) -> u64 {
-    let mut sold: Vec<u64> = entries
-        .iter()
-        .filter(|e| matches!(e.outcome, Outcome::Success | Outcome::Unreplicated))
-        .map(|e| e.answered_ms)
-        .collect();
+    let sale = |e: &&Entry| matches!(e.outcome, Outcome::Success | Outcome::Unreplicated);
+    let mut sold: Vec<u64> = entries.iter().filter(sale).map(|e| e.answered_ms).collect();
     sold.sort_unstable();
-    sold.windows(2).map(|pair| pair[1] - pair[0]).max().unwrap_or(0)
+    let between = sold.windows(2).map(|pair| pair[1] - pair[0]).max().unwrap_or(0);
+    let first_sent = entries.iter().map(|e| e.sent_ms).min().unwrap_or(0);
+    let last_sale = sold.last().copied().unwrap_or(first_sent);
+    let after: Vec<&Entry> = entries.iter().filter(|e| e.answered_ms > last_sale).collect();
+    let turned_away = |e: &&&Entry| !matches!(e.outcome, Outcome::SoldOut | Outcome::Duplicate);
+    let tail = match after.iter().any(|e| e.outcome == Outcome::SoldOut) {
+        true => 0,
+        false => after.iter().filter(turned_away).map(|e| e.answered_ms - last_sale).max().unwrap_or(0),
+    };
+    between.max(tail)
 }
 
-/// `seckill-load check-history`: exits non-zero when a 200 has no row, a
-/// row was never told, the ledger does not add up, or there was nothing
-/// to check.
+/// `seckill-load check-history`: exits non-zero when a 200 is not its
+/// buyer's row, a 202's fate and its row disagree, a row was never told,
+/// the ledger does not add up exactly, or there was nothing to check.
 pub async fn check(args: CheckArgs) -> anyhow::Result<()> {
     let (sale, entries) = read(&args.history)?;
     anyhow::ensure!(!entries.is_empty(), "the history holds no request: there is nothing to check");
     let db = hmdp::startup::connect_database(args.db.as_str(), 2).await?;
     let rows = live_rows(&db, sale.voucher_id).await?;
-    let findings = find(&entries, &rows, args.healed_at_ms);
+    let holders: HashSet<u64> = rows.values().map(|r| r.user_id).collect();
+    let (fates, resolutions) = match (&args.base_url, &args.tokens) {
+        (Some(base_url), Some(tokens)) => (
+            Some(fate::ask(base_url, tokens, &asked(&entries, |e| e.outcome == Outcome::Unreplicated)).await?),
+            Some(
+                fate::resolve(base_url, tokens, &asked(&entries, Entry::settled_nothing), sale.voucher_id, &holders)
+                    .await?,
+            ),
+        ),
+        _ => (None, None),
+    };
+    let by_order = fates.as_ref().map(|f| f.by_order.clone()).unwrap_or_default();
+    let findings = find(&entries, &rows, &by_order, args.healed_at_ms);
     let count = |o: Outcome| entries.iter().filter(|e| e.outcome == o).count() as u64;
     let stock_added = match &args.stock_delta_file {
         Some(path) => audit::read_stock_deltas(path)?,
@@ -135,7 +173,7 @@ pub async fn check(args: CheckArgs) -> anyhow::Result<()> {
     };
     let before = audit::Snapshot::new(sale.stock_before, sale.orders_before);
     let after = audit::Snapshot::read(&db, sale.voucher_id).await?;
-    let ledger = audit::Audit::new(
+    let mut ledger = audit::Audit::new(
         &db,
         sale.voucher_id,
         &before,
@@ -145,16 +183,9 @@ pub async fn check(args: CheckArgs) -> anyhow::Result<()> {
         stock_added,
     )
     .await?;
-    let (fates, resolutions) = match (&args.base_url, &args.tokens) {
-        (Some(base_url), Some(tokens)) => (
-            Some(fate::ask(base_url, tokens, &asked(&entries, |e| e.outcome == Outcome::Unreplicated)).await?),
-            Some(
-                fate::resolve(base_url, tokens, &asked(&entries, Entry::settled_nothing), sale.voucher_id, &rows)
-                    .await?,
-            ),
-        ),
-        _ => (None, None),
-    };
+    if let Some(check) = &findings.answers {
+        ledger = ledger.with_answers(check.clone());
+    }
     let reconciliation = match args.reconcile {
         true => {
             let mut redis = hmdp::startup::connect_redis(&args.redis).await?;
@@ -163,15 +194,16 @@ pub async fn check(args: CheckArgs) -> anyhow::Result<()> {
         }
         false => None,
     };
+    let checked = Checked { findings: &findings, ledger: &ledger, fates: &fates, resolutions: &resolutions };
+    let problems = checked.problems(&args, reconciliation.as_ref());
     println!(
         "{}",
         serde_json::to_string_pretty(&serde_json::json!({
             "findings": findings, "ledger": ledger, "fates": fates, "unsettledResolved": resolutions,
-            "redisAgrees": reconciliation.as_ref().map(hmdp::seckill::Reconciliation::agrees)
+            "redisAgrees": reconciliation.as_ref().map(hmdp::seckill::Reconciliation::agrees),
+            "problems": problems,
         }))?
     );
-    let checked = Checked { findings: &findings, ledger: &ledger, fates: &fates, resolutions: &resolutions };
-    let problems = checked.problems(&args, reconciliation.as_ref());
     anyhow::ensure!(problems.is_empty(), "the history against the tables: {}", problems.join("; "));
     Ok(())
 }
@@ -197,42 +229,62 @@ impl Checked<'_> {
         problems.extend(self.resolutions.as_ref().map(fate::Resolutions::problems).unwrap_or_default());
         match &self.findings.answers {
             None => problems.push("users of unknown id: the answers cannot be held to the rows".into()),
-            Some(a) if a.success_without_row > 0 && !args.replica_wait_off => {
-                problems.push(format!("{} answers of 200 without their row", a.success_without_row));
-            }
-            Some(a) if a.rows_told_failed > 0 && !args.untold_allowed => {
-                problems.push(format!("{} rows whose user was never told", a.rows_told_failed));
-            }
+            Some(a) => self.answer_problems(a, args, &mut problems),
+        }
+        self.stall_problems(args, &mut problems);
+        problems
+    }
+
+    /// Each answer held to its buyer's row, and the ledger: exactly the
+    /// orders the answers kept, the allowances each counted as itself.
+    fn answer_problems(&self, a: &audit::AnswerCheck, args: &CheckArgs, problems: &mut Vec<String>) {
+        if a.success_without_row > 0 && !args.replica_wait_off {
+            problems.push(format!("{} answers of 200 without their buyer's row", a.success_without_row));
+        }
+        if a.rows_told_failed > 0 && !args.untold_allowed {
+            problems.push(format!("{} rows whose user was never told", a.rows_told_failed));
+        }
+        problems.extend(a.never_excused());
+        let l = self.ledger;
+        let expected = a.expected_new_rows(args.replica_wait_off, args.untold_allowed);
+        if l.oversold != 0 || l.duplicate_pairs != 0 || !l.stock_plus_orders_is_initial || l.remaining_stock < 0 {
+            problems.push(format!(
+                "the ledger does not add up: oversold {}, duplicate pairs {}, stock {} + orders {} against initial {}",
+                l.oversold, l.duplicate_pairs, l.remaining_stock, l.orders, l.initial_stock
+            ));
+        }
+        if l.new_orders != expected {
+            problems.push(format!(
+                "the ledger does not add up: {} new orders for {} orders answered 200 and {} answered 202 and kept{}{} ({expected} expected; {} rows told only by DUPLICATE_ORDER)",
+                l.new_orders,
+                a.success_orders,
+                a.accepted_persisted,
+                if args.replica_wait_off { format!(", less {} 200s lost", a.success_without_row) } else { String::new() },
+                if args.untold_allowed { format!(", and {} rows never told", a.untold_live_rows) } else { String::new() },
+                a.told_only_by_duplicate,
+            ));
+        }
+    }
+
+    /// With `--max-stall-ms`, the sale must have outlasted the fault, and
+    /// never gone longer than that without selling.
+    fn stall_problems(&self, args: &CheckArgs, problems: &mut Vec<String>) {
+        let Some(bound) = args.max_stall_ms else { return };
+        let last = self.findings.last_answered_ms;
+        match args.healed_at_ms {
+            None => problems.push(
+                "the stall check is void: the fault's end is unknown (no --healed-at-ms), so nothing says the sale outlasted it".into(),
+            ),
+            Some(healed) if last < healed => problems.push(format!(
+                "the stall check is void: the sale's last answer came {} ms before the fault ended; a longer sale must outlast the fault",
+                healed - last
+            )),
+            Some(_) if self.findings.longest_stall_ms > bound => problems.push(format!(
+                "the sale sold nothing for {} ms (at most {bound})",
+                self.findings.longest_stall_ms
+            )),
             Some(_) => {}
         }
-        if let Some(bound) = args.max_stall_ms
-            && self.findings.longest_stall_ms > bound
-        {
-            problems.push(format!("the sale sold nothing for {} ms (at most {bound})", self.findings.longest_stall_ms));
-        }
-        // Untold rows are orders of no success answer: the ledger would count
-        // them against the answers too.
-        let untold = self.findings.answers.as_ref().map_or(0, |a| a.rows_told_failed) as i64;
-        let lost = self.findings.answers.as_ref().map_or(0, |a| a.success_without_row) as i64;
-        let ledger_holds = self.ledger.passed
-            || (args.replica_wait_off
-                && self.ledger.oversold == 0
-                && self.ledger.duplicate_pairs == 0
-                && self.ledger.stock_plus_orders_is_initial
-                && self.ledger.new_orders
-                    == (self.ledger.success_answers + self.ledger.unreplicated_answers) as i64 - lost)
-            || (args.untold_allowed
-                && self.ledger.oversold == 0
-                && self.ledger.duplicate_pairs == 0
-                && self.ledger.stock_plus_orders_is_initial
-                && self.ledger.new_orders
-                    <= (self.ledger.success_answers + self.ledger.unreplicated_answers) as i64 + untold);
-        if !ledger_holds {
-            problems.push(
-                "the ledger does not add up (oversold, a duplicate, stock + orders, orders against answers)".into(),
-            );
-        }
-        problems
     }
 }
 
@@ -245,102 +297,19 @@ fn asked(entries: &[Entry], which: impl Fn(&Entry) -> bool) -> Vec<fate::Asked> 
         .collect()
 }
 
-/// User id -> the live order that user holds for the voucher.
-async fn live_rows(db: &MySqlPool, voucher: u64) -> anyhow::Result<HashMap<u64, i64>> {
-    Ok(sqlx::query_as::<_, (u64, i64)>(
-        "SELECT user_id, id FROM tb_voucher_order WHERE voucher_id = ? AND live_voucher = ?",
+/// The voucher's live orders, by id.
+async fn live_rows(db: &MySqlPool, voucher: u64) -> anyhow::Result<audit::Rows> {
+    Ok(sqlx::query_as::<_, (i64, u64)>(
+        "SELECT id, user_id FROM tb_voucher_order WHERE voucher_id = ? AND live_voucher = ?",
     )
     .bind(voucher)
     .bind(voucher)
     .fetch_all(db)
     .await?
     .into_iter()
+    .map(|(id, user_id)| (id, audit::Row { user_id, live: true }))
     .collect())
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::history::file::{Header, write};
-
-    fn entry(user: usize, outcome: Outcome, status: Option<u16>, order_id: Option<i64>, sent_ms: u64) -> Entry {
-        Entry {
-            sent_ms,
-            answered_ms: sent_ms + 5,
-            user,
-            user_id: Some(user as u64 + 100),
-            status,
-            error_code: None,
-            order_id,
-            outcome,
-            attempts: 1,
-        }
-    }
-
-    #[test]
-    fn a_history_written_reads_back_the_same() {
-        let path = std::env::temp_dir().join(format!("history-{}.jsonl", std::process::id()));
-        let header = Header { voucher_id: 7, stock_before: 100, orders_before: 0, buyers: 2 };
-        let entries =
-            vec![entry(2, Outcome::SoldOut, Some(409), None, 20), entry(1, Outcome::Success, Some(200), Some(9), 10)];
-        write(&path, &header, &entries).unwrap();
-        let (read_header, read_entries) = read(&path).unwrap();
-        std::fs::remove_file(&path).ok();
-        assert_eq!(read_header, header);
-        assert_eq!(read_entries, vec![entries[1].clone(), entries[0].clone()], "sorted by the time sent");
-    }
-
-    #[test]
-    fn a_200_without_its_row_is_found_and_a_202_without_it_only_counted() {
-        // User i has id 100 + i; user 0 holds order 500.
-        let rows = HashMap::from([(100, 500)]);
-        let entries = [
-            entry(0, Outcome::Success, Some(200), Some(500), 0),
-            entry(1, Outcome::Success, Some(200), Some(501), 0),
-            entry(2, Outcome::Unreplicated, Some(202), Some(502), 0),
-        ];
-        let found = find(&entries, &rows, None);
-        let answers = found.answers.unwrap();
-        assert_eq!((answers.success_without_row, found.accepted, answers.unreplicated_without_row), (1, 1, 1));
-        assert_eq!(answers.rows_told_failed, 0);
-    }
-
-    #[test]
-    fn an_answer_that_settled_nothing_is_resolved_against_the_rows() {
-        let rows = HashMap::from([(100, 500)]);
-        let entries = [entry(0, Outcome::Other, None, None, 0), entry(1, Outcome::Other, Some(502), None, 0)];
-        let found = find(&entries, &rows, None);
-        assert_eq!((found.unsettled, found.unsettled_with_order), (2, 1));
-        assert_eq!(found.answers.unwrap().rows_told_failed, 1, "user 0 holds an order nobody told it of");
-    }
-
-    #[test]
-    fn users_of_unknown_id_leave_the_answers_unjudged() {
-        let mut unknown = entry(0, Outcome::Success, Some(200), Some(500), 0);
-        unknown.user_id = None;
-        assert_eq!(find(&[unknown], &HashMap::new(), None).answers, None);
-    }
-
-    #[test]
-    fn the_longest_stall_is_the_widest_gap_between_two_sales() {
-        let entries = [
-            entry(0, Outcome::Success, Some(200), Some(500), 0),
-            entry(1, Outcome::Unavailable, Some(503), None, 100),
-            entry(2, Outcome::Success, Some(200), Some(502), 4_000),
-            entry(3, Outcome::Unreplicated, Some(202), Some(503), 4_100),
-        ];
-        assert_eq!(find(&entries, &HashMap::new(), None).longest_stall_ms, 4_000);
-        assert_eq!(find(&entries[..1], &HashMap::new(), None).longest_stall_ms, 0);
-    }
-
-    #[test]
-    fn the_time_to_answer_normally_runs_from_the_heal_to_the_last_abnormal_answer() {
-        let entries = [
-            entry(0, Outcome::Unavailable, Some(503), None, 900),
-            entry(1, Outcome::Unavailable, Some(503), None, 1_200),
-            entry(2, Outcome::SoldOut, Some(409), None, 1_500),
-        ];
-        assert_eq!(find(&entries, &HashMap::new(), Some(1_000)).abnormal_after_heal_ms, Some(205));
-        assert_eq!(find(&entries, &HashMap::new(), Some(1_300)).abnormal_after_heal_ms, None);
-    }
-}
+mod tests;
