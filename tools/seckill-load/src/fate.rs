@@ -64,7 +64,7 @@ impl Fates {
 }
 
 /// The buyers whose answer settled nothing, by what their order list says.
-#[derive(Debug, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Resolutions {
     pub asked: u64,
@@ -76,6 +76,14 @@ pub struct Resolutions {
 }
 
 impl Resolutions {
+    /// Another voucher's resolutions added to these.
+    pub fn add(&mut self, other: &Resolutions) {
+        self.asked += other.asked;
+        self.holding += other.holding;
+        self.not_holding += other.not_holding;
+        self.told_wrong += other.told_wrong;
+    }
+
     pub fn problems(&self) -> Vec<String> {
         if self.told_wrong == 0 {
             return Vec::new();

@@ -74,6 +74,22 @@ pub struct AnswerCheck {
 }
 
 impl AnswerCheck {
+    /// Another voucher's check added to this one.
+    pub fn add(&mut self, other: &AnswerCheck) {
+        self.success_orders += other.success_orders;
+        self.success_without_row += other.success_without_row;
+        self.accepted_orders += other.accepted_orders;
+        self.accepted_persisted += other.accepted_persisted;
+        self.unreplicated_without_row += other.unreplicated_without_row;
+        self.confirmed_without_row += other.confirmed_without_row;
+        self.failed_with_row += other.failed_with_row;
+        self.on_another_buyers_row += other.on_another_buyers_row;
+        self.rows_told_failed += other.rows_told_failed;
+        self.untold_live_rows += other.untold_live_rows;
+        self.told_only_by_duplicate += other.told_only_by_duplicate;
+        self.kept_not_live += other.kept_not_live;
+    }
+
     /// Lies no fault excuses: an answer naming another buyer's order, a
     /// 202 told `CONFIRMED` without its row or `FAILED` with one.
     pub fn never_excused(&self) -> Vec<String> {

@@ -104,10 +104,13 @@ pub struct Refusals {
 }
 
 impl Refusals {
-    pub fn count(buyers: u64, recorder: &crate::report::Recorder, others: &BTreeMap<String, u64>) -> Self {
-        let leaving_stock = recorder.count(Outcome::TooManyRequests)
-            + recorder.count(Outcome::Unavailable)
-            + recorder.count(Outcome::Other);
+    /// From the answers (user, outcome, order id) of the voucher's buyers
+    /// and its unexpected ones by what they were.
+    pub fn count(buyers: u64, answers: &[(usize, Outcome, Option<i64>)], others: &BTreeMap<String, u64>) -> Self {
+        let leaving_stock = answers
+            .iter()
+            .filter(|(_, o, _)| matches!(o, Outcome::TooManyRequests | Outcome::Unavailable | Outcome::Other))
+            .count() as u64;
         let outside_contract = others
             .iter()
             .filter(|(what, _)| what.starts_with("HTTP 500") || what.ends_with("not an envelope"))
@@ -127,13 +130,7 @@ impl Audit {
         unreplicated: u64,
         stock_added: i64,
     ) -> anyhow::Result<Self> {
-        let duplicate_pairs: i64 = sqlx::query_scalar(
-            "SELECT COUNT(*) FROM (SELECT user_id FROM tb_voucher_order WHERE voucher_id = ? AND live_voucher = ? GROUP BY user_id HAVING COUNT(*) > 1) d",
-        )
-        .bind(voucher)
-        .bind(voucher)
-        .fetch_one(db)
-        .await?;
+        let duplicate_pairs = duplicate_pairs(db, voucher).await?;
         Ok(Self::judge(voucher, before, after, duplicate_pairs, successes, unreplicated, stock_added))
     }
 
@@ -272,6 +269,70 @@ impl Audit {
             if self.passed { "PASS" } else { "FAIL" },
         )
     }
+}
+
+/// All vouchers' audits added up.
+#[derive(Serialize, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct Totals {
+    pub vouchers: usize,
+    pub vouchers_passed: usize,
+    pub initial_stock: i64,
+    pub orders: i64,
+    pub remaining_stock: i64,
+    pub oversold: i64,
+    pub duplicate_pairs: i64,
+    pub new_orders: i64,
+    pub success_answers: u64,
+    pub passed: bool,
+}
+
+impl Totals {
+    pub fn of<'a>(audits: impl IntoIterator<Item = &'a Audit>) -> Self {
+        let mut totals = Totals::default();
+        for a in audits {
+            totals.vouchers += 1;
+            totals.vouchers_passed += usize::from(a.passed);
+            totals.initial_stock += a.initial_stock;
+            totals.orders += a.orders;
+            totals.remaining_stock += a.remaining_stock;
+            totals.oversold += a.oversold;
+            totals.duplicate_pairs += a.duplicate_pairs;
+            totals.new_orders += a.new_orders;
+            totals.success_answers += a.success_answers;
+        }
+        totals.passed = totals.vouchers_passed == totals.vouchers;
+        totals
+    }
+
+    pub fn render(&self) -> String {
+        format!(
+            "Audit of {} vouchers together (from MariaDB, each voucher audited alone)\n  initial stock          {}\n  orders                 {}\n  remaining stock        {}\n  oversold               {}\n  duplicate (user, voucher) pairs {}\n  orders created by this run {} / success answers {}\n  vouchers that passed   {} of {}\n  result                 {}\n",
+            self.vouchers,
+            self.initial_stock,
+            self.orders,
+            self.remaining_stock,
+            self.oversold,
+            self.duplicate_pairs,
+            self.new_orders,
+            self.success_answers,
+            self.vouchers_passed,
+            self.vouchers,
+            if self.passed { "PASS" } else { "FAIL" },
+        )
+    }
+}
+
+/// Users holding two live orders of the voucher (the UNIQUE index makes it
+/// impossible; the audit reads it all the same).
+pub async fn duplicate_pairs(db: &MySqlPool, voucher: u64) -> anyhow::Result<i64> {
+    Ok(sqlx::query_scalar(
+        "SELECT COUNT(*) FROM (SELECT user_id FROM tb_voucher_order WHERE voucher_id = ? AND live_voucher = ? GROUP BY user_id HAVING COUNT(*) > 1) d",
+    )
+    .bind(voucher)
+    .bind(voucher)
+    .fetch_one(db)
+    .await?)
 }
 
 /// The sum of the stock changes written to `path` (absent: none).
