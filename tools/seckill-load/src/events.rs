@@ -71,19 +71,21 @@ impl EventLag {
     }
 }
 
-/// Waits (up to `timeout`) until none of the voucher's events is left in
+/// Waits (up to `timeout`) until none of the vouchers' events is left in
 /// the outbox; `None` when there is no lag to tell: the service writes no
 /// events (no outbox table), or keeps none once published
-/// (`OUTBOX_RETENTION_S=0`, the default), so none of the voucher's is in
+/// (`OUTBOX_RETENTION_S=0`, the default), so none of the vouchers' is in
 /// `tb_order_outbox_published`.
-pub async fn relayed(db: &sqlx::MySqlPool, voucher: u64, timeout: Duration) -> anyhow::Result<Option<EventLag>> {
+pub async fn relayed(db: &sqlx::MySqlPool, vouchers: &[u64], timeout: Duration) -> anyhow::Result<Option<EventLag>> {
     let deadline = Instant::now() + timeout;
     let unpublished = loop {
-        let counted: Result<i64, sqlx::Error> =
-            sqlx::query_scalar("SELECT COUNT(*) FROM tb_order_outbox WHERE voucher_id = ?")
-                .bind(voucher)
-                .fetch_one(db)
-                .await;
+        let mut query = sqlx::QueryBuilder::new("SELECT COUNT(*) FROM tb_order_outbox WHERE voucher_id IN (");
+        let mut ids = query.separated(", ");
+        for voucher in vouchers {
+            ids.push_bind(*voucher);
+        }
+        query.push(")");
+        let counted: Result<i64, sqlx::Error> = query.build_query_scalar().fetch_one(db).await;
         match counted {
             // No such table: a service from before the outbox.
             Err(sqlx::Error::Database(err)) if err.code().as_deref() == Some("42S02") => return Ok(None),
@@ -93,13 +95,16 @@ pub async fn relayed(db: &sqlx::MySqlPool, voucher: u64, timeout: Duration) -> a
             Ok(_) => tokio::time::sleep(Duration::from_millis(50)).await,
         }
     };
-    let mut lags: Vec<f64> = sqlx::query_scalar(
+    let mut query = sqlx::QueryBuilder::new(
         "SELECT CAST(TIMESTAMPDIFF(MICROSECOND, occurred_at, published_at) / 1e3 AS DOUBLE)
-         FROM tb_order_outbox_published WHERE voucher_id = ?",
-    )
-    .bind(voucher)
-    .fetch_all(db)
-    .await?;
+         FROM tb_order_outbox_published WHERE voucher_id IN (",
+    );
+    let mut ids = query.separated(", ");
+    for voucher in vouchers {
+        ids.push_bind(*voucher);
+    }
+    query.push(")");
+    let mut lags: Vec<f64> = query.build_query_scalar().fetch_all(db).await?;
     if lags.is_empty() && unpublished == 0 {
         return Ok(None);
     }

@@ -8,13 +8,17 @@
 //! (`GET /voucher-order/mine`) whether the order exists: the list must say
 //! what the rows say.
 
-use std::{collections::HashMap, path::Path, time::Duration};
+use std::{
+    collections::{HashMap, HashSet},
+    path::Path,
+    time::Duration,
+};
 
 use futures::{StreamExt, stream};
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::users::tokens_from_file;
+use crate::{audit::Fate, users::tokens_from_file};
 
 /// Lookups in flight at once.
 const LOOKUPS_AT_ONCE: usize = 32;
@@ -35,6 +39,10 @@ pub struct Fates {
     pub vanished: u64,
     /// The lookup never got an answer in the contract.
     pub unanswered: u64,
+    /// Each order told `CONFIRMED` or `FAILED`, by id: the checker holds
+    /// the first to its buyer's row and the second to no row at all.
+    #[serde(skip)]
+    pub by_order: HashMap<i64, Fate>,
 }
 
 impl Fates {
@@ -56,7 +64,7 @@ impl Fates {
 }
 
 /// The buyers whose answer settled nothing, by what their order list says.
-#[derive(Debug, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Resolutions {
     pub asked: u64,
@@ -68,6 +76,14 @@ pub struct Resolutions {
 }
 
 impl Resolutions {
+    /// Another voucher's resolutions added to these.
+    pub fn add(&mut self, other: &Resolutions) {
+        self.asked += other.asked;
+        self.holding += other.holding;
+        self.not_holding += other.not_holding;
+        self.told_wrong += other.told_wrong;
+    }
+
     pub fn problems(&self) -> Vec<String> {
         if self.told_wrong == 0 {
             return Vec::new();
@@ -87,14 +103,14 @@ pub struct Asked {
 }
 
 /// Each user whose answer settled nothing (`unsettled`) asks their order
-/// list; `rows` is what MariaDB holds (user id -> live order of the
-/// voucher).
+/// list; `holders` are the users MariaDB holds a live order of the voucher
+/// of.
 pub async fn resolve(
     base_url: &str,
     tokens: &Path,
     unsettled: &[Asked],
     voucher: u64,
-    rows: &HashMap<u64, i64>,
+    holders: &HashSet<u64>,
 ) -> anyhow::Result<Resolutions> {
     let users = tokens_from_file(tokens)?;
     let client = reqwest::Client::builder().timeout(Duration::from_secs(10)).build()?;
@@ -114,7 +130,7 @@ pub async fn resolve(
     let mut resolutions = Resolutions::default();
     for (user_id, holding) in told {
         resolutions.asked += 1;
-        let truth = user_id.map(|u| rows.contains_key(&u));
+        let truth = user_id.map(|u| holders.contains(&u));
         match holding {
             Some(true) => resolutions.holding += 1,
             Some(false) => resolutions.not_holding += 1,
@@ -184,12 +200,20 @@ pub async fn ask(base_url: &str, tokens: &Path, accepted: &[Asked]) -> anyhow::R
             _ => fates.unanswered += 1,
         }
     }
-    let states: Vec<State> = stream::iter(orders)
-        .map(|(id, token)| state_of(&client, base_url, id, token))
+    let states: Vec<(i64, State)> = stream::iter(orders)
+        .map(|(id, token)| {
+            let client = &client;
+            async move { (id, state_of(client, base_url, id, token).await) }
+        })
         .buffer_unordered(LOOKUPS_AT_ONCE)
         .collect()
         .await;
-    for state in states {
+    for (id, state) in states {
+        match state {
+            State::Confirmed => fates.by_order.insert(id, Fate::Confirmed),
+            State::Failed => fates.by_order.insert(id, Fate::Failed),
+            _ => None,
+        };
         *match state {
             State::Confirmed => &mut fates.confirmed,
             State::Failed => &mut fates.failed,

@@ -21,6 +21,12 @@
 //! `--history` keeps every request's answer on disk; `check-history` reads
 //! it against the tables afterwards (`history/`).
 //!
+//!     seckill-load --stock 2000 --vouchers 4 --users 3000 --history sale.jsonl
+//!
+//! `--vouchers N` sells N vouchers at once (buyer i buys voucher i mod N),
+//! each audited alone; on a Redis Cluster it says which master serves each
+//! (`masters.rs`).
+//!
 //!     seckill-load seed-past --orders 10000000 --vouchers 1000 --users 1000000
 //!
 //! `seed-past` fills the database with a year of ended sales first
@@ -35,6 +41,7 @@ mod events;
 mod fate;
 mod guarded;
 mod history;
+mod masters;
 mod past;
 mod report;
 mod sale;

@@ -27,17 +27,21 @@ impl Injection {
 
 /// Starts the fault's clock: the command runs `fault_at` after now, and the
 /// instances are watched once it returns. The command finds the sale's
-/// voucher in `SALE_VOUCHER_ID` (a fault aimed at the voucher's master).
-pub fn inject(args: &ChaosArgs, client: reqwest::Client, voucher: u64) -> tokio::task::JoinHandle<Injection> {
+/// (first) voucher in `SALE_VOUCHER_ID` (a fault aimed at the voucher's
+/// master), and all of them, comma-separated, in `SALE_VOUCHER_IDS`.
+pub fn inject(args: &ChaosArgs, client: reqwest::Client, vouchers: &[u64]) -> tokio::task::JoinHandle<Injection> {
     let (command, at, instances) =
         (args.inject.clone().unwrap_or_default(), Duration::from_secs_f64(args.fault_at), args.instances.clone());
+    let first = vouchers.first().map(u64::to_string).unwrap_or_default();
+    let all = vouchers.iter().map(u64::to_string).collect::<Vec<_>>().join(",");
     tokio::spawn(async move {
         tokio::time::sleep(at).await;
         let started = Instant::now();
         let ran = tokio::process::Command::new("sh")
             .arg("-c")
             .arg(&command)
-            .env("SALE_VOUCHER_ID", voucher.to_string())
+            .env("SALE_VOUCHER_ID", first)
+            .env("SALE_VOUCHER_IDS", all)
             .output()
             .await;
         let ended = Instant::now();

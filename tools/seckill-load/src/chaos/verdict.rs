@@ -20,7 +20,8 @@ pub struct Run<'a> {
     /// Clients retried with an `Idempotency-Key` (and how many retries).
     pub retries: Option<usize>,
     pub after_sale: Option<&'a AfterSaleReport>,
-    pub audit: &'a Audit,
+    /// Each voucher's audit (a sale of several vouchers has one each).
+    pub audits: &'a [Audit],
     /// The load tool's own checks (the audit, the after-sale scenario).
     pub load_passed: bool,
     pub injection: &'a Injection,
@@ -36,8 +37,17 @@ impl Run<'_> {
     pub fn problems(&self) -> Vec<String> {
         let mut problems = Vec::new();
         self.fault_problems(&mut problems);
-        let told = self.ledger_problems(&mut problems);
-        self.redis_problems(&mut problems);
+        let several = self.audits.len() > 1;
+        let mut told = 0;
+        for a in self.audits {
+            let mut mine = Vec::new();
+            told += self.ledger_problems(a, &mut mine);
+            self.redis_problems(a, &mut mine);
+            problems.extend(mine.into_iter().map(|p| match several {
+                true => format!("voucher {}: {p}", a.voucher_id),
+                false => p,
+            }));
+        }
         self.answer_problems(told, &mut problems);
         problems
     }
@@ -86,10 +96,12 @@ impl Run<'_> {
     }
 
     /// The rows against the answers: no oversell, no duplicate, every
-    /// success with its row and every row told. Returns the successes
-    /// without their row.
-    fn ledger_problems(&self, problems: &mut Vec<String>) -> u64 {
-        let (a, killed, nowait) = (self.audit, self.killed(), self.nowait());
+    /// success its buyer's row, every row told, and the orders created
+    /// exactly those the answers kept (a killed instance's untold rows and
+    /// a `-nowait` fault's lost 200s counted, each as itself). Returns the
+    /// successes without their row.
+    fn ledger_problems(&self, a: &Audit, problems: &mut Vec<String>) -> u64 {
+        let (killed, nowait) = (self.killed(), self.nowait());
         if a.oversold != 0 || a.duplicate_pairs != 0 {
             problems.push(format!("oversold {}, duplicate pairs {}", a.oversold, a.duplicate_pairs));
         }
@@ -99,24 +111,23 @@ impl Run<'_> {
                 a.remaining_stock, a.orders, a.initial_stock
             ));
         }
-        let (told, untold, unrep_lost) = match &a.answers {
-            Some(check) => (check.success_without_row, check.rows_told_failed, check.unreplicated_without_row),
-            None => {
-                problems.push("the answers were not checked against the rows".into());
-                (0, 0, 0)
-            }
+        let Some(check) = &a.answers else {
+            problems.push("the answers were not checked against the rows".into());
+            return 0;
         };
+        let (told, untold) = (check.success_without_row, check.rows_told_failed);
         if told > 0 && !nowait {
             problems.push(format!("{told} success answers without their row"));
-        } else if untold > 0 && !killed {
+        }
+        if untold > 0 && !killed {
             problems.push(format!("{untold} rows whose user was not told success"));
         }
-        let expected = a.success_answers as i64 - told as i64 + a.unreplicated_answers as i64 - unrep_lost as i64
-            + if killed { untold as i64 } else { 0 };
+        problems.extend(check.never_excused());
+        let expected = check.expected_new_rows(nowait, killed);
         if a.new_orders != expected {
             problems.push(format!(
-                "{} new orders for {} success answers and {} 202s ({expected} expected)",
-                a.new_orders, a.success_answers, a.unreplicated_answers
+                "{} new orders for {} orders answered 200 and {} answered 202 and kept ({expected} expected; {} rows told only by DUPLICATE_ORDER)",
+                a.new_orders, check.success_orders, check.accepted_persisted, check.told_only_by_duplicate
             ));
         }
         if a.unsold_unexplained {
@@ -129,11 +140,11 @@ impl Run<'_> {
     }
 
     /// The asynchronous mode's Redis agrees with MariaDB once drained.
-    fn redis_problems(&self, problems: &mut Vec<String>) {
+    fn redis_problems(&self, a: &Audit, problems: &mut Vec<String>) {
         if self.mode != "async" {
             return;
         }
-        match &self.audit.redis {
+        match &a.redis {
             None => problems.push("Redis was not compared with MariaDB".into()),
             Some(r)
                 if !(r.pending_orders == 0
@@ -164,9 +175,10 @@ impl Run<'_> {
         }
     }
 
-    /// The run's row of the chaos table.
+    /// The run's row of the chaos table (a sale of several vouchers: their
+    /// sums).
     pub fn row(&self) -> String {
-        let a = self.audit;
+        let sum = |of: fn(&Audit) -> i64| self.audits.iter().map(of).sum::<i64>();
         let mut outcomes: Vec<String> =
             self.outcomes.iter().filter(|(_, n)| *n > 0).map(|(label, n)| format!("{label} {n}")).collect();
         if !self.others.is_empty() {
@@ -190,18 +202,24 @@ impl Run<'_> {
             Some(n) => format!("{} (clients retry, {n} retries)", self.mode),
             None => self.mode.to_owned(),
         };
-        let (told, untold, unrep_lost) = a.answers.as_ref().map_or(("?".into(), "?".into(), 0), |c| {
-            (c.success_without_row.to_string(), c.rows_told_failed.to_string(), c.unreplicated_without_row)
+        let checks: Option<Vec<&crate::audit::AnswerCheck>> = self.audits.iter().map(|a| a.answers.as_ref()).collect();
+        let (told, untold, unrep_lost) = checks.map_or(("?".into(), "?".into(), 0), |c| {
+            let total = |of: fn(&crate::audit::AnswerCheck) -> u64| c.iter().map(|c| of(c)).sum::<u64>();
+            (
+                total(|c| c.success_without_row).to_string(),
+                total(|c| c.rows_told_failed).to_string(),
+                total(|c| c.unreplicated_without_row),
+            )
         });
         let yes = |ok: bool| if ok { "yes" } else { "no" };
         format!(
             "| {mode} | {} | {:.2} s | {outcomes} | {} | {} | {told} | {} / {unrep_lost} | {untold} | {} | {} | {}, {} |",
             self.fault,
             self.wall_secs,
-            a.oversold,
-            a.duplicate_pairs,
-            a.unreplicated_answers,
-            a.remaining_stock,
+            sum(|a| a.oversold),
+            sum(|a| a.duplicate_pairs),
+            sum(|a| a.unreplicated_answers as i64),
+            sum(|a| a.remaining_stock),
             self.locks_lost,
             yes(self.injection.recovered),
             yes(self.orders_again.is_ok()),
@@ -236,146 +254,4 @@ fn append(path: &Path, text: &str) -> anyhow::Result<()> {
 }
 
 #[cfg(test)]
-mod tests {
-    use std::{collections::BTreeMap, time::Instant};
-
-    use super::{Injection, Run};
-    use crate::audit::{AnswerCheck, Audit};
-    use crate::chaos::probe::sample;
-
-    fn clean_audit() -> Audit {
-        Audit {
-            voucher_id: 7,
-            initial_stock: 4_000,
-            orders: 4_000,
-            remaining_stock: 0,
-            oversold: 0,
-            duplicate_pairs: 0,
-            stock_plus_orders_is_initial: true,
-            new_orders: 4_000,
-            success_answers: 4_000,
-            unreplicated_answers: 0,
-            redis: None,
-            events: None,
-            answers: Some(AnswerCheck { success_without_row: 0, unreplicated_without_row: 0, rows_told_failed: 0 }),
-            buyers: 6_000,
-            refusals_leaving_stock: 0,
-            unsold_unexplained: false,
-            answers_outside_contract: 0,
-            passed: true,
-        }
-    }
-
-    fn happened() -> Injection {
-        let now = Instant::now();
-        Injection {
-            happened: true,
-            evidence: "12 connections killed".into(),
-            recovered: true,
-            started: now,
-            ended: now,
-        }
-    }
-
-    fn verdict(audit: &Audit, injection: &Injection, wall_secs: f64) -> Vec<String> {
-        let others = BTreeMap::new();
-        let again = Ok(());
-        Run {
-            mode: "sync",
-            fault: "db-kill",
-            fault_at: 0.5,
-            wall_secs,
-            outcomes: vec![("SUCCESS".into(), 4_000), ("SOLD_OUT".into(), 2_000)],
-            others: &others,
-            retries: None,
-            after_sale: None,
-            audit,
-            load_passed: audit.passed,
-            injection,
-            orders_again: &again,
-            locks_lost: 0,
-            during_fault: 0,
-        }
-        .problems()
-    }
-
-    #[test]
-    fn a_clean_sale_under_a_fault_that_happened_passes() {
-        assert_eq!(verdict(&clean_audit(), &happened(), 2.4), Vec::<String>::new());
-    }
-
-    #[test]
-    fn an_undersold_sale_fails() {
-        let mut audit = clean_audit();
-        // 300 units left while buyers were told SOLD_OUT, with nothing that
-        // explains it (the audit's own finding).
-        audit.remaining_stock = 300;
-        audit.orders = 3_700;
-        audit.new_orders = 3_700;
-        audit.success_answers = 3_700;
-        audit.unsold_unexplained = true;
-        audit.passed = false;
-        let problems = verdict(&audit, &happened(), 2.4);
-        assert!(problems.iter().any(|p| p.contains("300 units unsold")), "{problems:?}");
-    }
-
-    #[test]
-    fn a_fault_that_did_nothing_fails_even_when_the_sale_was_clean() {
-        let nothing =
-            Injection { happened: false, evidence: "no connection of database hmdp was killed".into(), ..happened() };
-        let problems = verdict(&clean_audit(), &nothing, 2.4);
-        assert_eq!(problems, ["the fault did not happen: no connection of database hmdp was killed"]);
-    }
-
-    #[test]
-    fn a_sale_over_before_its_fault_proves_nothing() {
-        let problems = verdict(&clean_audit(), &happened(), 0.4);
-        assert!(problems.iter().any(|p| p.contains("ended before the fault")), "{problems:?}");
-    }
-
-    #[test]
-    fn a_success_without_its_row_fails_and_an_instance_kill_may_lose_only_answers() {
-        let mut audit = clean_audit();
-        audit.answers = Some(AnswerCheck { success_without_row: 2, unreplicated_without_row: 0, rows_told_failed: 0 });
-        audit.new_orders = 3_998;
-        let problems = verdict(&audit, &happened(), 2.4);
-        assert!(problems.iter().any(|p| p.contains("2 success answers without their row")), "{problems:?}");
-
-        // SIGKILL takes the answers of the process along: rows whose user
-        // was not told success are that, and nothing else may go.
-        let mut audit = clean_audit();
-        audit.answers = Some(AnswerCheck { success_without_row: 0, unreplicated_without_row: 0, rows_told_failed: 5 });
-        audit.success_answers = 3_995;
-        audit.passed = false;
-        let (others, again) = (BTreeMap::from([("HTTP 502 not an envelope".to_owned(), 5)]), Ok(()));
-        let run = Run {
-            mode: "sync",
-            fault: "instance-kill",
-            fault_at: 0.5,
-            wall_secs: 2.4,
-            outcomes: vec![],
-            others: &others,
-            retries: None,
-            after_sale: None,
-            audit: &audit,
-            load_passed: false,
-            injection: &happened(),
-            orders_again: &again,
-            locks_lost: 3,
-            during_fault: 0,
-        };
-        assert_eq!(run.problems(), Vec::<String>::new());
-        assert!(run.row().starts_with("| sync | instance-kill | 2.40 s |"), "{}", run.row());
-        assert!(run.row().contains("; 0 sold in the 0.00 s the fault lasted"), "{}", run.row());
-    }
-
-    #[test]
-    fn a_lock_metric_is_read_by_its_labels() {
-        let text = "# TYPE hmdp_lock_events_total counter\n\
-                    hmdp_lock_events_total{event=\"acquired\"} 120\n\
-                    hmdp_lock_events_total{event=\"lost\"} 3\n\
-                    hmdp_lock_events_total_other 9\n";
-        assert_eq!(sample(text, "hmdp_lock_events_total", &[("event", "lost")]), Some(3.0));
-        assert_eq!(sample(text, "hmdp_lock_events_total", &[("event", "renewed")]), None);
-    }
-}
+mod tests;

@@ -9,7 +9,6 @@ use std::{
     time::{Duration, Instant},
 };
 
-use serde::Serialize;
 use serde_json::{Value, json};
 
 use super::{
@@ -84,62 +83,11 @@ impl Counted {
     }
 }
 
-/// All vouchers' audits added up.
-#[derive(Serialize, Default)]
-#[serde(rename_all = "camelCase")]
-struct Totals {
-    vouchers: usize,
-    vouchers_passed: usize,
-    initial_stock: i64,
-    orders: i64,
-    remaining_stock: i64,
-    oversold: i64,
-    duplicate_pairs: i64,
-    new_orders: i64,
-    success_answers: u64,
-    passed: bool,
-}
-
-impl Totals {
-    fn of(audits: &[audit::Audit]) -> Self {
-        let mut totals = Totals { vouchers: audits.len(), ..Totals::default() };
-        for a in audits {
-            totals.vouchers_passed += usize::from(a.passed);
-            totals.initial_stock += a.initial_stock;
-            totals.orders += a.orders;
-            totals.remaining_stock += a.remaining_stock;
-            totals.oversold += a.oversold;
-            totals.duplicate_pairs += a.duplicate_pairs;
-            totals.new_orders += a.new_orders;
-            totals.success_answers += a.success_answers;
-        }
-        totals.passed = totals.vouchers_passed == totals.vouchers;
-        totals
-    }
-
-    fn render(&self) -> String {
-        format!(
-            "Audit of {} vouchers together (from MariaDB, each voucher audited alone)\n  initial stock          {}\n  orders                 {}\n  remaining stock        {}\n  oversold               {}\n  duplicate (user, voucher) pairs {}\n  orders created by this run {} / success answers {}\n  vouchers that passed   {} of {}\n  result                 {}\n",
-            self.vouchers,
-            self.initial_stock,
-            self.orders,
-            self.remaining_stock,
-            self.oversold,
-            self.duplicate_pairs,
-            self.new_orders,
-            self.success_answers,
-            self.vouchers_passed,
-            self.vouchers,
-            if self.passed { "PASS" } else { "FAIL" },
-        )
-    }
-}
-
 /// What the verdict's figures are.
 struct Figures {
     summary: crate::report::Summary,
     audits: Vec<audit::Audit>,
-    totals: Totals,
+    totals: audit::Totals,
     rows_landed: Option<Instant>,
     others: BTreeMap<String, u64>,
     unanswered: u64,
@@ -205,7 +153,7 @@ impl Crowd<'_> {
             let buyers = counted.answers.len() as u64;
             let mut audit = audit::Audit::new(db, *voucher, before, &after, successes, unreplicated, 0)
                 .await?
-                .with_refusals(audit::Refusals::count(buyers, recorder, &counted.others()));
+                .with_refusals(audit::Refusals::count(buyers, &counted.answers, &counted.others()));
             if let Some(report) = reconciliation {
                 audit = audit.with_redis(report);
             }
@@ -216,7 +164,7 @@ impl Crowd<'_> {
         }
         let finals: u64 = total.by_answer.iter().filter(|(w, _)| is_final(w)).map(|(_, n)| n).sum();
         let unanswered = total.answers.len() as u64 - finals;
-        let totals = Totals::of(&audits);
+        let totals = audit::Totals::of(&audits);
         Ok(Figures {
             summary: total.recorder.summary(),
             audits,

@@ -12,6 +12,9 @@
 
 mod check;
 mod file;
+mod judge;
+#[cfg(test)]
+mod tests;
 
 pub use check::{CheckArgs, check};
-pub use file::{Entry, Header, write};
+pub use file::{Entry, Header, VoucherBefore, write};

@@ -29,6 +29,14 @@ pub(crate) struct Args {
     /// the asynchronous mode spreads them over the Redis masters).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=16), conflicts_with = "voucher")]
     pub(super) segments: u8,
+    /// Sell this many vouchers at once (1 to 1,000), all opening together:
+    /// `--stock` split between them (the first ones take what does not
+    /// divide), buyer i buying voucher i mod N. On a Redis Cluster
+    /// (REDIS_CLUSTER_NODES) each voucher's master is said, and a warning
+    /// given when they cover fewer masters than they could. The fault's
+    /// command finds them all in `SALE_VOUCHER_IDS`.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=1_000), conflicts_with = "voucher")]
+    pub(super) vouchers: u16,
     /// Use this existing voucher instead.
     #[arg(long)]
     pub(super) voucher: Option<u64>,
@@ -111,6 +119,39 @@ pub(crate) struct Args {
     /// The sale's order events audited at a consumer (`--events-audit`).
     #[command(flatten)]
     pub(super) events: events::EventsArgs,
+}
+
+impl Args {
+    /// What a sale of several vouchers does not do (each of these is made
+    /// for one voucher); `Ok` for one.
+    pub(super) fn several_vouchers_allowed(&self) -> anyhow::Result<()> {
+        if self.vouchers == 1 {
+            return Ok(());
+        }
+        let refused = [
+            (self.stock.is_none(), "--vouchers needs --stock (the vouchers are created)"),
+            (self.segments > 1, "--segments above 1 sells one voucher in segments: not with --vouchers"),
+            (self.guard.guard.is_some(), "a guarded sale (--guard) is of one voucher: not with --vouchers"),
+            (
+                self.pay_percent.is_some(),
+                "the after-sale scenario (--pay-percent) is of one voucher: not with --vouchers",
+            ),
+            (self.events.events_audit, "--events-audit audits one voucher's events: not with --vouchers"),
+            (self.ceiling, "--ceiling sells nothing: not with --vouchers"),
+        ];
+        match refused.iter().find(|(refuse, _)| *refuse) {
+            Some((_, why)) => anyhow::bail!("{why}"),
+            None => {
+                let stock = self.stock.unwrap_or(0);
+                anyhow::ensure!(
+                    stock >= i64::from(self.vouchers),
+                    "--stock {stock} cannot give each of --vouchers {} a unit",
+                    self.vouchers
+                );
+                Ok(())
+            }
+        }
+    }
 }
 
 fn positive_rate(value: &str) -> Result<f64, String> {

@@ -11,13 +11,13 @@ use hmdp::{
     startup::{connect_database, connect_redis},
 };
 
-use super::{args::Args, plan};
+use super::{args::Args, plan, tally};
 use crate::{aftersale, audit, cpu, events, guarded, report, report::Outcome, settle};
 
 /// What the sale's requests came to.
 pub(super) struct Run<'a> {
     pub(super) plan: &'a plan::Plan,
-    pub(super) tally: plan::Tally,
+    pub(super) tally: tally::Tally,
     pub(super) retried: usize,
     pub(super) guard_report: Option<guarded::GuardReport>,
     /// When the first request was about to go (Unix ms).
@@ -25,7 +25,8 @@ pub(super) struct Run<'a> {
 }
 
 /// The sale at rest: its rows landed (or not), Redis drained, the
-/// after-sale scenario run, and the audit of it all.
+/// after-sale scenario run, and the audit of it all: each voucher's, in
+/// the plan's order.
 pub(super) struct Settled {
     pub(super) summary: report::Summary,
     pub(super) successes: u64,
@@ -34,85 +35,126 @@ pub(super) struct Settled {
     pub(super) rows_landed: Option<Instant>,
     pub(super) drain_timeout: Duration,
     pub(super) after_sale: Option<aftersale::AfterSaleReport>,
-    pub(super) audit: audit::Audit,
+    pub(super) audits: Vec<audit::Audit>,
     pub(super) cpu: BTreeMap<String, cpu::CpuUse>,
     pub(super) events: Option<events::EventLag>,
+}
+
+impl Settled {
+    pub(super) fn passed(&self) -> bool {
+        self.audits.iter().all(|a| a.passed)
+    }
+}
+
+/// Each voucher's answers (its buyers' user, outcome, order id), in the
+/// plan's order.
+fn by_voucher(plan: &plan::Plan, answers: &[(usize, Outcome, Option<i64>)]) -> Vec<Vec<(usize, Outcome, Option<i64>)>> {
+    let mut split = vec![Vec::new(); plan.vouchers.len()];
+    for answer in answers {
+        split[plan.voucher_of(answer.0)].push(*answer);
+    }
+    split
 }
 
 pub(super) async fn settle(
     args: &Args,
     run: &mut Run<'_>,
     db: sqlx::MySqlPool,
-    before: &audit::Snapshot,
+    before: &[audit::Snapshot],
     cpu_before: &cpu::Sample,
 ) -> anyhow::Result<Settled> {
-    let (plan, recorder) = (run.plan, &run.tally.recorder);
-    let mut successes = recorder.count(Outcome::Success);
-    let unreplicated = recorder.count(Outcome::Unreplicated);
-    let first_sent = recorder.first_sent().unwrap_or_else(Instant::now);
+    let plan = run.plan;
+    let count = |answers: &[(usize, Outcome, Option<i64>)], o: Outcome| {
+        answers.iter().filter(|(_, outcome, _)| *outcome == o).count() as u64
+    };
+    let answered = by_voucher(plan, &run.tally.answers);
+    let mut successes: Vec<u64> = answered.iter().map(|a| count(a, Outcome::Success)).collect();
+    let unreplicated: Vec<u64> = answered.iter().map(|a| count(a, Outcome::Unreplicated)).collect();
+    let first_sent = run.tally.recorder.first_sent().unwrap_or_else(Instant::now);
     let drain_timeout = Duration::from_secs_f64(args.drain_timeout);
     // A fresh pool for what follows: a fault run may have killed the idle
     // connections of the first one while the sale ran.
     db.close().await;
     let db = connect_database(args.db.as_str(), 4).await?;
-    let expected = before.orders + (successes + unreplicated) as i64;
-    let rows_landed = settle::rows(&db, &[(plan.voucher, expected)], drain_timeout).await?;
+    let expected: Vec<(u64, i64)> = (plan.vouchers.iter().zip(before).enumerate())
+        .map(|(k, (voucher, before))| (*voucher, before.orders + (successes[k] + unreplicated[k]) as i64))
+        .collect();
+    let rows_landed = settle::rows(&db, &expected, drain_timeout).await?;
     let mut redis = connect_redis(&args.redis).await?;
     let keys = Keys::new(&args.redis.key_prefix);
-    let mut reconciliation = settle::drain(&db, &mut redis, &keys, plan.voucher, drain_timeout).await?;
+    let mut reconciliations = Vec::with_capacity(plan.vouchers.len());
+    for voucher in &plan.vouchers {
+        reconciliations.push(settle::drain(&db, &mut redis, &keys, *voucher, drain_timeout).await?);
+    }
+    // One voucher only (`Args::several_vouchers_allowed`).
     let after_sale = match (args.pay_percent, args.pay_timeout_s) {
         (Some(percent), Some(timeout)) => {
             let scenario = aftersale::Scenario { pay_percent: percent, pay_timeout: Duration::from_secs(timeout) };
             let report = after_sale(&db, run, scenario).await?;
             // The audit weighs live orders: the cancelled ones left, the
             // second wave's came.
-            successes = successes + report.second_wave_successes - report.returned;
-            reconciliation = settle::drain(&db, &mut redis, &keys, plan.voucher, drain_timeout).await?;
+            successes[0] = successes[0] + report.second_wave_successes - report.returned;
+            reconciliations[0] = settle::drain(&db, &mut redis, &keys, plan.voucher(), drain_timeout).await?;
             Some(report)
         }
         _ => None,
     };
     // Every order's cost is in: answered, persisted, drained, its event
     // relayed.
-    let events = events::relayed(&db, plan.voucher, drain_timeout).await?;
+    let events = events::relayed(&db, &plan.vouchers, drain_timeout).await?;
     let cpu = cpu::per_request(cpu_before, &cpu::sample(&args.cpu), plan.jobs.len() as u64);
-    let after = audit::Snapshot::read(&db, plan.voucher).await?;
     let stock_added = match &args.stock_delta_file {
         Some(path) => audit::read_stock_deltas(path)?,
         None => 0,
     };
     if stock_added != 0 {
+        // The admin's stock route changes one voucher: with several, which
+        // one is not on record.
+        anyhow::ensure!(
+            plan.vouchers.len() == 1,
+            "stock changed mid-sale by {stock_added} in a sale of {} vouchers: the change names no voucher",
+            plan.vouchers.len()
+        );
         eprintln!("stock changed mid-sale by {stock_added} through the admin's route");
     }
-    let recorder = &run.tally.recorder;
-    let mut audit = audit::Audit::new(&db, plan.voucher, before, &after, successes, unreplicated, stock_added)
-        .await?
-        .with_refusals(audit::Refusals {
-            demand_met: after_sale.as_ref().is_some_and(|r| r.second_wave_successes == r.second_wave_users),
-            ..audit::Refusals::count(plan.buyers as u64, recorder, &run.tally.others)
-        });
-    if let Some(report) = reconciliation {
-        audit = audit.with_redis(report);
-    }
+    let answered = by_voucher(plan, &run.tally.answers);
     let user_ids: Vec<Option<u64>> = plan.tokens.iter().map(|u| u.id).collect();
-    if let Some(check) = audit::check_answers(&db, plan.voucher, &user_ids, &run.tally.answers).await? {
-        audit = audit.with_answers(check);
+    let no_others = BTreeMap::new();
+    // One voucher only (`Args::several_vouchers_allowed`).
+    let mut events_audit =
+        events::audit(&args.events, args.db.as_str(), &db, plan.voucher(), run.started_ms, drain_timeout).await?;
+    let mut audits = Vec::with_capacity(plan.vouchers.len());
+    for (k, (voucher, reconciliation)) in plan.vouchers.iter().zip(reconciliations).enumerate() {
+        let after = audit::Snapshot::read(&db, *voucher).await?;
+        let buyers = (0..plan.buyers).filter(|user| plan.voucher_of(*user) == k).count() as u64;
+        let others = run.tally.others_by_voucher.get(&k).unwrap_or(&no_others);
+        let mut audit =
+            audit::Audit::new(&db, *voucher, &before[k], &after, successes[k], unreplicated[k], stock_added)
+                .await?
+                .with_refusals(audit::Refusals {
+                    demand_met: after_sale.as_ref().is_some_and(|r| r.second_wave_successes == r.second_wave_users),
+                    ..audit::Refusals::count(buyers, &answered[k], others)
+                });
+        if let Some(report) = reconciliation {
+            audit = audit.with_redis(report);
+        }
+        if let Some(check) = audit::check_answers(&db, *voucher, &user_ids, &answered[k]).await? {
+            audit = audit.with_answers(check);
+        }
+        if let Some(events) = events_audit.take() {
+            audit = audit.with_events(events);
+        }
+        audits.push(audit);
     }
-    if let Some(events) =
-        events::audit(&args.events, args.db.as_str(), &db, plan.voucher, run.started_ms, drain_timeout).await?
-    {
-        audit = audit.with_events(events);
-    }
-    let summary = recorder.summary();
     Ok(Settled {
-        summary,
-        successes,
-        unreplicated,
+        summary: run.tally.recorder.summary(),
+        successes: successes.iter().sum(),
+        unreplicated: unreplicated.iter().sum(),
         first_sent,
         rows_landed,
         drain_timeout,
         after_sale,
-        audit,
+        audits,
         cpu,
         events,
     })
@@ -137,7 +179,7 @@ async fn after_sale(
         .filter(|(_, outcome, _)| *outcome == Outcome::SoldOut)
         .map(|(user, _, _)| (*user, plan.tokens[*user].token.clone()))
         .collect();
-    let report = aftersale::run(&plan.client, &plan.base, db, plan.voucher, &winners, &losers, scenario).await?;
+    let report = aftersale::run(&plan.client, &plan.base, db, plan.voucher(), &winners, &losers, scenario).await?;
     for &(user, id) in &report.second_wave_orders {
         run.tally.answers.push((user, Outcome::Success, Some(id)));
     }

@@ -14,17 +14,16 @@ use std::{
 
 use serde_json::Value;
 
-use super::args::Args;
+use super::{
+    args::Args,
+    tally::{Answer, Tally},
+};
 use crate::{
     guarded::{self, Admitted, Greedy, Ledger},
     history,
-    report::{Outcome, Recorder},
+    report::Outcome,
     users::User,
 };
-
-/// An answer as the report counts it: the outcome, the order id when
-/// there is one, and what an unexpected answer was.
-type Answer = (Outcome, Option<i64>, Option<String>);
 
 /// What the answer said, for the history: its status (none when nothing
 /// came back) and its `errorCode`.
@@ -37,9 +36,11 @@ struct Said {
 /// What every worker of one sale shares, fixed before the first request.
 pub(crate) struct Plan {
     pub(crate) client: reqwest::Client,
-    pub(crate) voucher: u64,
+    /// The sale's vouchers: buyer i buys `vouchers[i % len]`.
+    pub(crate) vouchers: Vec<u64>,
     pub(crate) method: reqwest::Method,
-    pub(crate) url: String,
+    /// Each voucher's order route (the ceiling's one route).
+    pub(crate) urls: Vec<String>,
     /// The base URL, without a trailing slash.
     pub(crate) base: String,
     pub(crate) tokens: Vec<User>,
@@ -58,19 +59,20 @@ pub(crate) struct Plan {
 }
 
 impl Plan {
-    pub(crate) fn new(args: &Args, client: reqwest::Client, voucher: u64, tokens: Vec<User>) -> Self {
+    pub(crate) fn new(args: &Args, client: reqwest::Client, vouchers: Vec<u64>, tokens: Vec<User>) -> Self {
         let buyers = tokens.len() - args.guard.bots;
         let base = args.base_url.trim_end_matches('/').to_owned();
-        let (method, url) = if args.ceiling {
-            (reqwest::Method::GET, format!("{base}/user/me"))
+        let (method, urls) = if args.ceiling {
+            (reqwest::Method::GET, vec![format!("{base}/user/me")])
         } else {
-            (reqwest::Method::POST, format!("{base}/voucher-order/seckill/{voucher}"))
+            let urls = vouchers.iter().map(|v| format!("{base}/voucher-order/seckill/{v}")).collect();
+            (reqwest::Method::POST, urls)
         };
         Self {
             client,
-            voucher,
+            vouchers,
             method,
-            url,
+            urls,
             base,
             jobs: (0..buyers).flat_map(|user| std::iter::repeat_n(user, args.requests_per_user)).collect(),
             tokens,
@@ -85,11 +87,26 @@ impl Plan {
         }
     }
 
+    /// The place in `vouchers` of the voucher `user` buys.
+    pub(crate) fn voucher_of(&self, user: usize) -> usize {
+        user % self.urls.len()
+    }
+
+    /// The voucher of a sale of one (a guarded sale, the after-sale
+    /// scenario, the order events' audit), or the first.
+    pub(crate) fn voucher(&self) -> u64 {
+        self.vouchers[0]
+    }
+
     pub(crate) fn announce(&self) {
+        let url = match self.urls.as_slice() {
+            [one] => one.clone(),
+            all => format!("{} ... ({} vouchers, buyer i buying voucher i mod {})", all[0], all.len(), all.len()),
+        };
         eprintln!(
             "{} {}: {} requests from {} users, concurrency {}, ramp-up {}s{}",
             self.method,
-            self.url,
+            url,
             self.jobs.len(),
             self.tokens.len(),
             self.concurrency,
@@ -126,74 +143,6 @@ pub(crate) struct Counters {
     pub(crate) retried: AtomicUsize,
 }
 
-/// What the workers saw, merged.
-pub(crate) struct Tally {
-    pub(crate) recorder: Recorder,
-    /// Each request's user, outcome and order id.
-    pub(crate) answers: Vec<(usize, Outcome, Option<i64>)>,
-    /// Unexpected answers, by what they were.
-    pub(crate) others: BTreeMap<String, u64>,
-    pub(crate) succeeded_at: Vec<Instant>,
-    pub(crate) sold_out_at: Vec<Instant>,
-    /// When the last order that won a unit was sent.
-    pub(crate) last_sale_sent: Option<Instant>,
-    /// Every order sent, as `--history` writes it.
-    pub(crate) history: Vec<history::Entry>,
-}
-
-impl Tally {
-    fn new() -> Self {
-        Self {
-            recorder: Recorder::new(),
-            answers: Vec::new(),
-            others: BTreeMap::new(),
-            succeeded_at: Vec::new(),
-            sold_out_at: Vec::new(),
-            last_sale_sent: None,
-            history: Vec::new(),
-        }
-    }
-
-    fn record(&mut self, user: usize, (outcome, order_id, other): Answer, sent: Instant, answered: Instant) {
-        self.recorder.record(outcome, sent, answered);
-        match outcome {
-            Outcome::Success | Outcome::Unreplicated => {
-                self.succeeded_at.push(answered);
-                self.last_sale_sent = self.last_sale_sent.max(Some(sent));
-            }
-            Outcome::SoldOut => self.sold_out_at.push(answered),
-            _ => {}
-        }
-        if let Some(what) = other {
-            *self.others.entry(what).or_default() += 1;
-        }
-        self.answers.push((user, outcome, order_id));
-    }
-
-    /// A buyer turned away on the path route: counted, but no order was
-    /// sent, so it is no sold-out answer to weigh against the last sale.
-    fn refused_on_path(&mut self, user: usize, (outcome, _, other): Answer) {
-        let now = Instant::now();
-        self.recorder.record(outcome, now, now);
-        if let Some(what) = other {
-            *self.others.entry(what).or_default() += 1;
-        }
-        self.answers.push((user, outcome, None));
-    }
-
-    fn merge(&mut self, part: Tally) {
-        self.recorder.merge(part.recorder);
-        self.answers.extend(part.answers);
-        self.succeeded_at.extend(part.succeeded_at);
-        self.sold_out_at.extend(part.sold_out_at);
-        self.history.extend(part.history);
-        self.last_sale_sent = self.last_sale_sent.max(part.last_sale_sent);
-        for (what, n) in part.others {
-            *self.others.entry(what).or_default() += n;
-        }
-    }
-}
-
 /// Runs the sale: the workers (started evenly over the ramp-up) and the
 /// bots; returns the workers' tally and the bots' answers by kind.
 pub(crate) async fn drive(
@@ -214,7 +163,7 @@ pub(crate) async fn drive(
         .map(|(i, user)| {
             let (plan, ledger) = (plan.clone(), ledger.clone());
             tokio::spawn(async move {
-                guarded::bot(&plan.client, &plan.base, plan.voucher, &plan.tokens[user].token, i, &ledger).await
+                guarded::bot(&plan.client, &plan.base, plan.voucher(), &plan.tokens[user].token, i, &ledger).await
             })
         })
         .collect();
@@ -247,10 +196,11 @@ async fn worker(
         }
         // A guarded sale's buyer first asks for a path (and may be refused
         // there: sold out while in line).
+        let voucher = plan.voucher_of(user);
         let url = if plan.guarded {
             let token = &plan.tokens[user].token;
-            match guarded::admit(&plan.client, &plan.base, plan.voucher, token, greedy.is(user), &ledger).await {
-                Admitted::Path { path } => format!("{}/{path}", plan.url),
+            match guarded::admit(&plan.client, &plan.base, plan.voucher(), token, greedy.is(user), &ledger).await {
+                Admitted::Path { path } => format!("{}/{path}", plan.urls[0]),
                 Admitted::Refused(answer, status) => {
                     tally.refused_on_path(user, read_answer(status, answer));
                     counters.done.fetch_add(1, Ordering::Relaxed);
@@ -258,7 +208,7 @@ async fn worker(
                 }
             }
         } else {
-            plan.url.clone()
+            plan.urls[voucher].clone()
         };
         let (sent, sent_ms) = (Instant::now(), unix_ms());
         if plan.guarded {
@@ -271,6 +221,7 @@ async fn worker(
             answered_ms: unix_ms(),
             user,
             user_id: plan.tokens[user].id,
+            voucher_id: plan.vouchers.get(voucher).copied(),
             status: said.status,
             error_code: said.code,
             order_id: answer.1,
@@ -283,7 +234,7 @@ async fn worker(
                 ledger.greedy_won();
             }
         }
-        tally.record(user, answer, sent, answered);
+        tally.record((user, voucher), answer, sent, answered);
         counters.done.fetch_add(1, Ordering::Relaxed);
     }
     tally

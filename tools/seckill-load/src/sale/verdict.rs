@@ -6,15 +6,15 @@ use serde_json::json;
 use super::{
     args::Args,
     outcome::{Run, Settled},
-    plan,
+    plan, tally,
 };
-use crate::{aftersale, chaos, cpu, guarded, report, report::Outcome};
+use crate::{aftersale, audit, chaos, cpu, guarded, masters, report, report::Outcome};
 
 /// The ceiling's run (`--ceiling`): the report and the CPU, no audit.
 pub(super) fn ceiling(
     args: &Args,
     plan: &plan::Plan,
-    tally: &plan::Tally,
+    tally: &tally::Tally,
     cpu_before: &cpu::Sample,
 ) -> anyhow::Result<()> {
     let summary = tally.recorder.summary();
@@ -24,7 +24,7 @@ pub(super) fn ceiling(
         println!("{}", cpu::render(&cpu));
     }
     if let Some(path) = &args.json {
-        let doc = json!({ "ceiling": plan.url, "users": plan.tokens.len(), "requests": plan.jobs.len(), "concurrency": args.concurrency, "report": summary, "cpu": cpu });
+        let doc = json!({ "ceiling": plan.urls[0], "users": plan.tokens.len(), "requests": plan.jobs.len(), "concurrency": args.concurrency, "report": summary, "cpu": cpu });
         std::fs::write(path, serde_json::to_string_pretty(&doc)?)
             .with_context(|| format!("writing {}", path.display()))?;
     }
@@ -35,7 +35,7 @@ pub(super) fn ceiling(
 
 /// A refusal answered before the order that took the last unit was even
 /// sent was wrong when it was said: a unit was there for that buyer.
-fn sold_out_early(tally: &plan::Tally) -> usize {
+fn sold_out_early(tally: &tally::Tally) -> usize {
     tally.sold_out_at.iter().filter(|at| Some(**at) < tally.last_sale_sent).count()
 }
 
@@ -51,7 +51,15 @@ pub(super) fn print_sale(run: &Run<'_>, settled: &Settled) {
             println!("NOT all {orders} orders reached MariaDB within {:?} of the last answer.\n", settled.drain_timeout)
         }
     }
-    println!("{}", settled.audit.render());
+    match settled.audits.as_slice() {
+        [only] => println!("{}", only.render()),
+        all => {
+            println!("{}", audit::Totals::of(all).render());
+            for a in all {
+                println!("{}", a.render());
+            }
+        }
+    }
     let early = sold_out_early(&run.tally);
     println!(
         "SOLD_OUT answered before the last sale's order was sent: {early} of {} SOLD_OUT ({:.3} % of requests)\n",
@@ -72,9 +80,22 @@ pub(super) fn print_sale(run: &Run<'_>, settled: &Settled) {
     }
 }
 
-pub(super) fn write_json(path: &std::path::Path, args: &Args, run: &Run<'_>, settled: &Settled) -> anyhow::Result<()> {
+pub(super) fn write_json(
+    path: &std::path::Path,
+    args: &Args,
+    run: &Run<'_>,
+    settled: &Settled,
+    placements: Option<&[masters::Placement]>,
+) -> anyhow::Result<()> {
+    // One voucher: its audit, as before there could be several.
+    let (audit, voucher_audits) = match settled.audits.as_slice() {
+        [only] => (json!(only), serde_json::Value::Null),
+        all => (json!(audit::Totals::of(all)), json!(all)),
+    };
     let doc = json!({
-        "voucherId": run.plan.voucher,
+        "voucherId": run.plan.voucher(),
+        "voucherIds": run.plan.vouchers,
+        "voucherMasters": placements,
         "users": run.plan.tokens.len(),
         "requests": run.plan.jobs.len(),
         "concurrency": args.concurrency,
@@ -85,7 +106,8 @@ pub(super) fn write_json(path: &std::path::Path, args: &Args, run: &Run<'_>, set
         "otherAnswers": &run.tally.others,
         "retried": run.retried,
         "afterSale": &settled.after_sale,
-        "audit": &settled.audit,
+        "audit": audit,
+        "voucherAudits": voucher_audits,
         "soldOutBeforeLastSale": sold_out_early(&run.tally),
         "guarded": &run.guard_report,
         "cpu": &settled.cpu,
@@ -125,8 +147,8 @@ pub(super) async fn chaos_verdict(
         others: &run.tally.others,
         retries: (args.retries > 0).then_some(run.retried),
         after_sale,
-        audit: &settled.audit,
-        load_passed: settled.audit.passed && after_sale.is_none_or(aftersale::AfterSaleReport::passed),
+        audits: &settled.audits,
+        load_passed: settled.passed() && after_sale.is_none_or(aftersale::AfterSaleReport::passed),
         injection: &injection,
         orders_again: &again,
         locks_lost,
@@ -140,7 +162,8 @@ pub(super) async fn chaos_verdict(
 /// A sale without a fault passes when its audit, its guard and its
 /// after-sale pass, and (with `--fail-on-other`) nothing unexpected came.
 pub(super) fn verdict(args: &Args, run: &Run<'_>, settled: &Settled) -> anyhow::Result<()> {
-    anyhow::ensure!(settled.audit.passed, "audit failed");
+    let failed: Vec<u64> = settled.audits.iter().filter(|a| !a.passed).map(|a| a.voucher_id).collect();
+    anyhow::ensure!(failed.is_empty(), "audit failed (voucher {failed:?})");
     anyhow::ensure!(run.guard_report.as_ref().is_none_or(guarded::GuardReport::bots_kept_out), "a bot placed an order");
     anyhow::ensure!(
         settled.after_sale.as_ref().is_none_or(aftersale::AfterSaleReport::passed),
