@@ -233,3 +233,55 @@ pub(super) async fn release_lease(db: &MySqlPool, holder: &str) -> sqlx::Result<
         .await?;
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use sqlx::MySqlConnection;
+
+    use crate::plan_check::{drop_scratch, scratch_database};
+
+    /// Rows and index entries this session's statements have read so far,
+    /// as MariaDB counts them (`Handler_read_*`).
+    async fn reads(conn: &mut MySqlConnection) -> i64 {
+        let counters: Vec<(String, String)> =
+            sqlx::query_as("SHOW SESSION STATUS LIKE 'Handler_read%'").fetch_all(conn).await.unwrap();
+        counters.iter().map(|(_, value)| value.parse::<i64>().unwrap()).sum()
+    }
+
+    async fn failed_events_of(conn: &mut MySqlConnection, order: i64) -> i64 {
+        sqlx::query_scalar("SELECT COUNT(*) FROM tb_order_outbox WHERE order_id = ? AND type = 'failed'")
+            .bind(order)
+            .fetch_one(conn)
+            .await
+            .unwrap()
+    }
+
+    /// A `failed` event is written under the voucher's row lock, which
+    /// every order of the sale waits for: with 50,000 events waiting for a
+    /// broker that is away, writing it (again) reads a bounded stretch of
+    /// the outbox, not all of it; written again soon after, it is not
+    /// written twice.
+    #[tokio::test]
+    async fn writing_a_failed_event_again_reads_a_bounded_stretch_of_a_long_outbox() {
+        let mut conn = scratch_database("failed_event").await;
+        sqlx::query(
+            "INSERT INTO tb_order_outbox (order_id, user_id, voucher_id, type, state)
+             SELECT seq, 1, 7, 'created', 'UNPAID' FROM seq_1_to_50000",
+        )
+        .execute(&mut conn)
+        .await
+        .unwrap();
+        let (order, user) = (900_001_i64, 5_u64);
+        super::insert_failed(&mut conn, 7, &[(order, user)]).await.unwrap();
+        // What reading the counters itself reads, taken off below.
+        let before = reads(&mut conn).await;
+        let itself = reads(&mut conn).await - before;
+        let before = reads(&mut conn).await;
+        super::insert_failed(&mut conn, 7, &[(order, user)]).await.unwrap();
+        let read = reads(&mut conn).await - before - itself;
+        let written = failed_events_of(&mut conn, order).await;
+        drop_scratch(conn, "failed_event").await;
+        assert_eq!(written, 1, "written again though the outbox held it");
+        assert!(read <= 5_000 + 10, "writing it again read {read} rows and index entries of a 50,000-event outbox");
+    }
+}
