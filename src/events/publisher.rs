@@ -28,9 +28,10 @@ const DUPLICATE_WINDOW: Duration = Duration::from_secs(10 * 60);
 const API_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// How long a batch waits for the broker, from its first publish to its
-/// last ack, however many events it carries (a broker's ack of a thousand
-/// takes milliseconds). Each ack awaited in turn with a timer of its own,
-/// a broker gone silent held a round of 1,000 events for 33 minutes.
+/// last ack, however many events it carries (what one ack was given
+/// before). Each ack awaited in turn with a timer of its own, a broker
+/// gone silent held a round of 1,000 events for 33 minutes; events not
+/// acknowledged in time stay in the outbox for the next round.
 const ROUND_DEADLINE: Duration = Duration::from_secs(2);
 
 /// How often the client pings a server it has heard nothing from; after
