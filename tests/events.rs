@@ -533,3 +533,201 @@ async fn events_reach_a_broker_started_again_without_its_stream() {
     all_published(&app, Duration::from_secs(15)).await;
     assert_eq!(stream_messages(&nats).await.len(), 10, "the ten written while it was away, in a stream made again");
 }
+
+// --- a silent cut: the broker's link drops packets and resets nothing ---
+
+use common::proxy::Proxy;
+
+/// The broker behind a proxy the test can silence.
+async fn broker_behind_proxy() -> (NatsServer, Proxy) {
+    let nats = NatsServer::start();
+    let proxy = Proxy::to_url(&nats.url(), 4222).await;
+    (nats, proxy)
+}
+
+async fn app_relaying_to(path: OrderPath, nats_url: String) -> TestApp {
+    TestApp::spawn_on_with(path, |c| {
+        c.events.order_events = OrderEvents::Nats;
+        c.events.nats_url = nats_url;
+    })
+    .await
+}
+
+async fn unpublished(app: &TestApp) -> i64 {
+    sqlx::query_scalar("SELECT COUNT(*) FROM tb_order_outbox").fetch_one(&app.db).await.unwrap()
+}
+
+/// The broker goes silent while the relay has a round of 35 events in
+/// flight: the instance, stopped, stops at once (the round is given up,
+/// its events left in the outbox for the next holder), not after the
+/// round's acknowledgements have each timed out.
+#[tokio::test]
+async fn an_instance_whose_relay_waits_on_a_silent_broker_stops_at_once() {
+    let (_nats, proxy) = broker_behind_proxy().await;
+    let mut app = app_relaying_to(OrderPath::Grouped, proxy.url()).await;
+    let voucher = app.open_seckill(40).await;
+    let users = app.seed_users(40).await;
+    let tokens: Vec<&str> = users.iter().map(|(_, t)| t.as_str()).collect();
+    app.order_all(voucher, &tokens[..5]).await;
+    all_published(&app, Duration::from_secs(10)).await;
+
+    proxy.silence();
+    app.order_all(voucher, &tokens[5..]).await;
+    // The round reads them within 300 ms, publishes, and waits.
+    tokio::time::sleep(Duration::from_millis(1_000)).await;
+    let stopping = Instant::now();
+    app.stop().await;
+    let took = stopping.elapsed();
+    assert!(took < Duration::from_secs(3), "the instance took {took:?} to stop");
+    assert_eq!(unpublished(&app).await, 35, "unacknowledged events stay in the outbox");
+}
+
+/// A silent cut of 6 s mid-sale; the connection it caught stays silent
+/// after it heals (as one whose retransmissions backed off does for a
+/// while): the events written meanwhile reach the broker within 5 s of
+/// the heal, each once.
+#[tokio::test]
+async fn events_reach_the_broker_within_5_s_of_a_silent_cut_healing() {
+    let (nats, proxy) = broker_behind_proxy().await;
+    let app = app_relaying_to(OrderPath::Async, proxy.url()).await;
+    let voucher = app.open_seckill(40).await;
+    let users = app.seed_users(40).await;
+    let tokens: Vec<&str> = users.iter().map(|(_, t)| t.as_str()).collect();
+    app.order_all(voucher, &tokens[..10]).await;
+    app.drained(voucher, Duration::from_secs(20)).await;
+    all_published(&app, Duration::from_secs(10)).await;
+
+    let cut = Instant::now();
+    proxy.silence();
+    let during = app.order_all(voucher, &tokens[10..]).await;
+    assert_eq!(tally(&during).get("OK"), Some(&30), "the sale goes on through the cut");
+    app.drained(voucher, Duration::from_secs(20)).await;
+    tokio::time::sleep(Duration::from_secs(6).saturating_sub(cut.elapsed())).await;
+    assert_eq!(unpublished(&app).await, 30, "nothing passed the cut");
+    proxy.unsilence();
+    let healed = Instant::now();
+    while unpublished(&app).await > 0 {
+        assert!(
+            healed.elapsed() < Duration::from_secs(5),
+            "{} events unpublished 5 s after the heal",
+            unpublished(&app).await
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let messages = stream_messages(&nats).await;
+    let ids: std::collections::BTreeSet<&String> = messages.iter().map(|(id, _, _)| id).collect();
+    assert_eq!((messages.len(), ids.len()), (40, 40), "each event once");
+}
+
+/// An instance on a thread of its own, with a metrics recorder of its
+/// own: the process's recorder is one for every test's instances, so
+/// that `hmdp_outbox_relay_active` is read here as a scrape of that
+/// instance alone would show it.
+struct Observed {
+    active: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+/// Records `hmdp_outbox_relay_active` alone.
+struct RelayActive(std::sync::Arc<std::sync::atomic::AtomicU64>);
+
+impl metrics::Recorder for RelayActive {
+    fn describe_counter(&self, _: metrics::KeyName, _: Option<metrics::Unit>, _: metrics::SharedString) {}
+    fn describe_gauge(&self, _: metrics::KeyName, _: Option<metrics::Unit>, _: metrics::SharedString) {}
+    fn describe_histogram(&self, _: metrics::KeyName, _: Option<metrics::Unit>, _: metrics::SharedString) {}
+    fn register_counter(&self, _: &metrics::Key, _: &metrics::Metadata<'_>) -> metrics::Counter {
+        metrics::Counter::noop()
+    }
+    fn register_gauge(&self, key: &metrics::Key, _: &metrics::Metadata<'_>) -> metrics::Gauge {
+        match key.name() {
+            "hmdp_outbox_relay_active" => metrics::Gauge::from_arc(self.0.clone()),
+            _ => metrics::Gauge::noop(),
+        }
+    }
+    fn register_histogram(&self, _: &metrics::Key, _: &metrics::Metadata<'_>) -> metrics::Histogram {
+        metrics::Histogram::noop()
+    }
+}
+
+impl Observed {
+    fn start(mut config: hmdp::Config) -> Self {
+        config.server.proxy_socket = Some(common::scratch::socket_path());
+        let active = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0f64.to_bits()));
+        let (ready, built) = std::sync::mpsc::channel();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let recorder = RelayActive(active.clone());
+        let thread = std::thread::spawn(move || {
+            let _local = metrics::set_default_local_recorder(&recorder);
+            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+            runtime.block_on(async move {
+                let app = hmdp::startup::Application::build(config).await.expect("app builds");
+                ready.send(()).unwrap();
+                let _ = app
+                    .run_until(async move {
+                        let _ = stopped.await;
+                    })
+                    .await;
+            });
+        });
+        built.recv().expect("the instance was built");
+        Self { active, stop: Some(stop), thread: Some(thread) }
+    }
+
+    fn active(&self) -> bool {
+        f64::from_bits(self.active.load(std::sync::atomic::Ordering::SeqCst)) == 1.0
+    }
+
+    fn stop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// Two instances; the broker goes silent while the lease holder has a
+/// round in flight: at no time do both say they relay (the gauge summed
+/// over the instances is at most 1).
+#[tokio::test]
+async fn two_instances_never_both_report_relaying_while_the_broker_is_silent() {
+    let (_nats, proxy) = broker_behind_proxy().await;
+    let (mut config, database, prefix) = common::test_config();
+    config.events.order_events = OrderEvents::Nats;
+    config.events.nats_url = proxy.url();
+    let db = hmdp::startup::connect_database(config.db.url.as_str(), 2).await.unwrap();
+    let mut first = Observed::start(config.clone());
+    let started = Instant::now();
+    while !first.active() {
+        assert!(started.elapsed() < Duration::from_secs(10), "the first instance never took the lease");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let mut second = Observed::start(config);
+
+    proxy.silence();
+    let write = "INSERT INTO tb_order_outbox (order_id, user_id, voucher_id, type, state)
+                 SELECT 900000 + seq, 1, 7, 'created', 'UNPAID' FROM seq_1_to_20";
+    sqlx::query(write).execute(&db).await.unwrap();
+    let watching = Instant::now();
+    let (mut both, mut one) = (0, 0);
+    while watching.elapsed() < Duration::from_secs(5) {
+        match (first.active(), second.active()) {
+            (true, true) => both += 1,
+            (true, false) | (false, true) => one += 1,
+            (false, false) => {}
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // Off the runtime: the proxy they reach the broker through runs on it.
+    let stopped = tokio::task::spawn_blocking(move || {
+        first.stop();
+        second.stop();
+    });
+    let _ = tokio::time::timeout(Duration::from_secs(15), stopped).await;
+    db.close().await;
+    common::cleanup(database, prefix).await;
+    assert_eq!(both, 0, "both instances reported relaying at {both} of {} looks", both + one);
+    assert!(one > 0, "no instance reported relaying");
+}

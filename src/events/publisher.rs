@@ -1,12 +1,14 @@
 //! NATS JetStream, as the relay sees it: the stream made sure of, and a
-//! batch of events published with each its `Nats-Msg-Id`, every ack
-//! awaited.
+//! batch of events published with each its `Nats-Msg-Id`, their acks
+//! awaited together until one deadline.
 
-use std::time::Duration;
+use std::{sync::Arc, time::Duration};
 
 use async_nats::jetstream::{self, message::PublishMessage, stream};
 use chrono::{DateTime, Utc};
+use futures::{StreamExt, stream::FuturesUnordered};
 use serde::Serialize;
+use tokio::sync::Notify;
 
 use super::store::StoredEvent;
 use crate::config::EventSettings;
@@ -21,8 +23,26 @@ pub(crate) const SUBJECTS: &str = "orders.>";
 /// instance takes the lease within 2 s and starts again from the rows).
 const DUPLICATE_WINDOW: Duration = Duration::from_secs(10 * 60);
 
-/// How long one publish waits for its ack.
-const ACK_TIMEOUT: Duration = Duration::from_secs(2);
+/// How long a request to the JetStream API (the stream made sure of)
+/// waits for its answer.
+const API_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// How long a batch waits for the broker, from its first publish to its
+/// last ack, however many events it carries (what one ack was given
+/// before). Each ack awaited in turn with a timer of its own, a broker
+/// gone silent held a round of 1,000 events for 33 minutes; events not
+/// acknowledged in time stay in the outbox for the next round.
+const ROUND_DEADLINE: Duration = Duration::from_secs(2);
+
+/// How often the client pings a server it has heard nothing from; after
+/// three unanswered it drops the connection and makes a new one. A link
+/// that drops packets without a reset leaves the connection open and
+/// silent, and TCP's retransmissions back off meanwhile: after a 30 s
+/// cut the next one may come 20 s after the heal. At the client's
+/// default (60 s) the relay sat on such a connection for minutes; at 1 s
+/// it has a new one about 3 s into a cut, and again within about 2 s of
+/// the heal.
+const PING_EVERY: Duration = Duration::from_secs(1);
 
 /// The event's JSON, schema version 1 (docs/events.md).
 #[derive(Debug, Serialize)]
@@ -49,6 +69,8 @@ pub(crate) fn event_id(order_id: i64, kind: &str) -> String {
 
 pub(super) struct Publisher {
     js: jetstream::Context,
+    /// Told each time the client has a connection again.
+    connected: Arc<Notify>,
 }
 
 impl Publisher {
@@ -57,6 +79,8 @@ impl Publisher {
     /// second of the server's return.
     pub(super) async fn connect(settings: &EventSettings) -> anyhow::Result<Self> {
         let (server, credentials) = split_credentials(&settings.nats_url)?;
+        let connected = Arc::new(Notify::new());
+        let told = connected.clone();
         let mut options = match credentials {
             Some((user, password)) => async_nats::ConnectOptions::with_user_and_password(user, password),
             None => async_nats::ConnectOptions::new(),
@@ -65,13 +89,34 @@ impl Publisher {
             .name("hmdp-outbox-relay")
             .retry_on_initial_connect()
             .connection_timeout(Duration::from_secs(2))
+            .ping_interval(PING_EVERY)
+            .event_callback(move |event| {
+                let told = told.clone();
+                async move {
+                    if matches!(event, async_nats::Event::Connected) {
+                        told.notify_one();
+                    }
+                }
+            })
             .reconnect_delay_callback(|attempt| Duration::from_millis((attempt as u64 * 100).min(1_000)));
         if let Some(ca) = settings.nats_ca_file() {
             options = options.add_root_certificates(ca.into()).require_tls(true);
         }
         let client = options.connect(server.as_str()).await?;
-        let js = jetstream::ContextBuilder::new().timeout(ACK_TIMEOUT).build(client);
-        Ok(Self { js })
+        // An ack no longer awaited (its round past its deadline) holds one
+        // of the client's 5,000 places for acks until this passes.
+        let js = jetstream::ContextBuilder::new().timeout(API_TIMEOUT).ack_timeout(ROUND_DEADLINE).build(client);
+        Ok(Self { js, connected })
+    }
+
+    /// Waits `backoff`, or less if the client gets a connection again
+    /// meanwhile: a relay that failed on a lost broker relays again as
+    /// soon as it is back, not up to a backoff later.
+    pub(super) async fn back_or(&self, backoff: Duration) {
+        tokio::select! {
+            () = self.connected.notified() => {}
+            () = tokio::time::sleep(backoff) => {}
+        }
     }
 
     /// Creates the stream if it is missing; one that exists is left as it
@@ -89,11 +134,13 @@ impl Publisher {
         Ok(())
     }
 
-    /// Publishes the events all at once and awaits each ack: the `seq` of
-    /// those the broker acknowledged (stored, or dropped as a duplicate of
-    /// one it has), and the first failure.
+    /// Publishes the events all at once and awaits their acks together,
+    /// until `ROUND_DEADLINE` from the first publish: the `seq` of those
+    /// the broker acknowledged (stored, or dropped as a duplicate of one it
+    /// has), in order, and the first failure.
     pub(super) async fn publish(&self, events: &[StoredEvent]) -> Published {
-        let mut pending = Vec::with_capacity(events.len());
+        let deadline = tokio::time::Instant::now() + ROUND_DEADLINE;
+        let mut pending = FuturesUnordered::new();
         let mut failure = None;
         for event in events {
             let id = event_id(event.order_id, &event.kind);
@@ -115,26 +162,41 @@ impl Publisher {
                 }
             };
             let message = PublishMessage::build().message_id(id).payload(payload.into());
-            match self.js.send_publish(format!("orders.{}", event.kind), message).await {
-                Ok(ack) => pending.push((event.seq, ack)),
-                Err(err) => {
+            let sent = self.js.send_publish(format!("orders.{}", event.kind), message);
+            match tokio::time::timeout_at(deadline, sent).await {
+                Ok(Ok(ack)) => pending.push(async move { (event.seq, ack.await) }),
+                Ok(Err(err)) => {
                     failure.get_or_insert(err.into());
+                    break;
+                }
+                Err(_) => {
+                    failure
+                        .get_or_insert(anyhow::anyhow!("the client took no more publishes within {ROUND_DEADLINE:?}"));
                     break;
                 }
             }
         }
         let mut published = Published { acked: Vec::with_capacity(pending.len()), duplicates: 0, failure };
-        for (seq, ack) in pending {
-            match ack.await {
-                Ok(ack) => {
+        loop {
+            match tokio::time::timeout_at(deadline, pending.next()).await {
+                Ok(Some((seq, Ok(ack)))) => {
                     published.acked.push(seq);
                     published.duplicates += u64::from(ack.duplicate);
                 }
-                Err(err) => {
+                Ok(Some((_, Err(err)))) => {
                     published.failure.get_or_insert(err.into());
+                }
+                Ok(None) => break,
+                Err(_) => {
+                    let missing = pending.len();
+                    published.failure.get_or_insert(anyhow::anyhow!(
+                        "{missing} acknowledgements did not come within {ROUND_DEADLINE:?} of the first publish"
+                    ));
+                    break;
                 }
             }
         }
+        published.acked.sort_unstable();
         published
     }
 }

@@ -1,7 +1,9 @@
 //! The relay: one instance at a time (the one holding the lease) reads the
-//! outbox in the order it was written, publishes, awaits the acks, and
-//! takes what was acknowledged out (kept elsewhere for
-//! `OUTBOX_RETENTION_S` when it is above 0, then deleted).
+//! outbox in the order it was written, publishes, awaits the acks (until
+//! one deadline for the round), and takes what was acknowledged out (kept
+//! elsewhere for `OUTBOX_RETENTION_S` when it is above 0, then deleted).
+//! It renews the lease all along, a round waiting on a broker included,
+//! and gives the round up when the lease is lost or the instance stops.
 //!
 //! An order's events leave in the order they committed: a round takes at
 //! most one event of each order (its oldest unpublished), so a later event
@@ -75,6 +77,22 @@ enum Round {
     More,
 }
 
+/// This instance's view of the lease.
+struct Lease {
+    held: bool,
+    /// When it runs out at the earliest, on this instance's clock: from
+    /// before the renewal was sent (MariaDB's `until` is no earlier).
+    until: Instant,
+    renew_at: Instant,
+}
+
+/// What one turn of the holder leaves for the next.
+struct Turns {
+    stream_ready: bool,
+    backoff: Duration,
+    housekept: Instant,
+}
+
 impl Relay {
     pub(super) async fn run(self, stop: CancellationToken) {
         let publisher = loop {
@@ -86,93 +104,132 @@ impl Relay {
                 return;
             }
         };
-        let (mut held, mut stream_ready, mut backoff) = (false, false, LEASE_EVERY);
-        let (mut renewed, mut housekept) = (Instant::now() - LEASE_EVERY, Instant::now());
+        let now = Instant::now();
+        let mut lease = Lease { held: false, until: now, renew_at: now };
+        let mut turns = Turns { stream_ready: false, backoff: LEASE_EVERY, housekept: now };
         let mut cursor = Cursor::default();
         while !stop.is_cancelled() {
-            if renewed.elapsed() >= LEASE_EVERY {
-                let was_held = held;
-                held = self.hold_lease(held).await;
-                renewed = Instant::now();
-                // Another holder may have published meanwhile: this one
-                // starts over from the outbox's first row.
-                if held && !was_held {
-                    cursor = Cursor::default();
-                }
-            }
-            if !held {
-                if pause(&stop, LEASE_EVERY).await {
-                    break;
-                }
+            if lease.held {
+                self.while_held(&stop, &mut lease, self.turn(&publisher, &mut cursor, &mut turns)).await;
                 continue;
             }
-            if housekept.elapsed() >= HOUSEKEEPING_EVERY {
-                self.housekeeping(&mut cursor).await;
-                housekept = Instant::now();
+            tokio::select! {
+                () = stop.cancelled() => break,
+                () = tokio::time::sleep_until(lease.renew_at.into()) => {}
             }
-            if !stream_ready {
-                match publisher.ensure_stream().await {
-                    Ok(()) => stream_ready = true,
-                    Err(err) => {
-                        tracing::warn!(error = %err, "the outbox relay cannot reach its NATS stream; again");
-                        if pause(&stop, BACKOFF_MAX).await {
-                            break;
-                        }
-                        continue;
-                    }
-                }
-            }
-            let next = match self.round(&publisher, &mut cursor).await {
-                Ok(round) => {
-                    backoff = LEASE_EVERY;
-                    round
-                }
-                Err(err) => {
-                    metrics::counter!("hmdp_outbox_publish_failures_total").increment(1);
-                    tracing::warn!(error = %format!("{err:#}"), "an outbox round failed; its events stay for the next");
-                    // A NATS started again on an empty store has no stream:
-                    // it is made sure of again before the next round.
-                    stream_ready = false;
-                    backoff = (backoff * 2).min(BACKOFF_MAX);
-                    if pause(&stop, backoff).await {
-                        break;
-                    }
-                    continue;
-                }
-            };
-            if matches!(next, Round::CaughtUp) && self.await_events(&stop).await {
-                break;
+            self.renew(&mut lease).await;
+            // Another holder may have published meanwhile: this one starts
+            // over from the outbox's first row.
+            if lease.held {
+                cursor = Cursor::default();
             }
         }
-        if held && let Err(err) = store::release_lease(&self.db, &self.holder).await {
-            tracing::warn!(error = %err, "giving the outbox lease up failed; it expires on its own");
+        if lease.held {
+            match tokio::time::timeout(LEASE_TTL, store::release_lease(&self.db, &self.holder)).await {
+                Ok(Ok(())) => {}
+                Ok(Err(err)) => {
+                    tracing::warn!(error = %err, "giving the outbox lease up failed; it expires on its own")
+                }
+                Err(_) => tracing::warn!("giving the outbox lease up took too long; it expires on its own"),
+            }
         }
+        metrics::gauge!("hmdp_outbox_relay_active").set(0.0);
     }
 
-    async fn hold_lease(&self, held: bool) -> bool {
-        let now = match store::hold_lease(&self.db, &self.holder, LEASE_TTL.as_millis() as u64).await {
-            Ok(now) => now,
-            Err(err) => {
+    /// Takes the lease, or renews it. A renewal not answered before the
+    /// lease would run out gives it up here: past then another instance
+    /// may hold it, and `hmdp_outbox_relay_active` is 1 on one instance at
+    /// most.
+    async fn renew(&self, lease: &mut Lease) {
+        let sent = Instant::now();
+        let deadline = if lease.held { lease.until } else { sent + LEASE_TTL };
+        let asked = store::hold_lease(&self.db, &self.holder, LEASE_TTL.as_millis() as u64);
+        let now = match tokio::time::timeout_at(deadline.into(), asked).await {
+            Ok(Ok(now)) => now,
+            Ok(Err(err)) => {
                 tracing::warn!(error = %err, "the outbox lease could not be renewed; relaying stops until it is");
                 false
             }
+            Err(_) => {
+                tracing::warn!("the outbox lease was not renewed before it ran out; relaying stops until it is");
+                false
+            }
         };
-        if now != held {
+        if now != lease.held {
             tracing::info!(holder = %self.holder, relaying = now, "the outbox lease changed hands");
         }
+        *lease = Lease { held: now, until: sent + LEASE_TTL, renew_at: Instant::now() + LEASE_EVERY };
         metrics::gauge!("hmdp_outbox_relay_active").set(f64::from(u8::from(now)));
-        now
+    }
+
+    /// Runs `work` while this instance holds the lease, renewing it on
+    /// time meanwhile (a round waiting on a silent broker included):
+    /// `None` once the relay is stopped or the lease is lost, `work`
+    /// dropped there. A round given up leaves its rows in the outbox, and
+    /// what it had published is published again under the same ids.
+    async fn while_held<T>(
+        &self,
+        stop: &CancellationToken,
+        lease: &mut Lease,
+        work: impl Future<Output = T>,
+    ) -> Option<T> {
+        let mut work = std::pin::pin!(work);
+        loop {
+            tokio::select! {
+                biased;
+                () = stop.cancelled() => return None,
+                done = &mut work => return Some(done),
+                () = tokio::time::sleep_until(lease.renew_at.into()) => {
+                    self.renew(lease).await;
+                    if !lease.held {
+                        return None;
+                    }
+                }
+            }
+        }
+    }
+
+    /// One turn of the holder: the housekeeping when it is due, the stream
+    /// made sure of, a round, and the wait it calls for.
+    async fn turn(&self, publisher: &Publisher, cursor: &mut Cursor, turns: &mut Turns) {
+        if turns.housekept.elapsed() >= HOUSEKEEPING_EVERY {
+            self.housekeeping(cursor).await;
+            turns.housekept = Instant::now();
+        }
+        if !turns.stream_ready {
+            if let Err(err) = publisher.ensure_stream().await {
+                tracing::warn!(error = %err, "the outbox relay cannot reach its NATS stream; again");
+                publisher.back_or(BACKOFF_MAX).await;
+                return;
+            }
+            turns.stream_ready = true;
+        }
+        match self.round(publisher, cursor).await {
+            Ok(round) => {
+                turns.backoff = LEASE_EVERY;
+                if matches!(round, Round::CaughtUp) {
+                    self.await_events().await;
+                }
+            }
+            Err(err) => {
+                metrics::counter!("hmdp_outbox_publish_failures_total").increment(1);
+                tracing::warn!(error = %format!("{err:#}"), "an outbox round failed; its events stay for the next");
+                // A NATS started again on an empty store has no stream: it
+                // is made sure of again before the next round.
+                turns.stream_ready = false;
+                turns.backoff = (turns.backoff * 2).min(BACKOFF_MAX);
+                publisher.back_or(turns.backoff).await;
+            }
+        }
     }
 
     /// Waits for an event of this instance's orders (or `IDLE`), then
-    /// `GATHER`: whether the relay was stopped meanwhile.
-    async fn await_events(&self, stop: &CancellationToken) -> bool {
+    /// `GATHER`.
+    async fn await_events(&self) {
         tokio::select! {
-            () = stop.cancelled() => return true,
-            () = self.written.notified() => {}
-            () = tokio::time::sleep(IDLE) => return false,
+            () = self.written.notified() => tokio::time::sleep(GATHER).await,
+            () = tokio::time::sleep(IDLE) => {}
         }
-        pause(stop, GATHER).await
     }
 
     /// Publishes the oldest unpublished event of each order among the next

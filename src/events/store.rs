@@ -35,16 +35,30 @@ pub(super) async fn insert_changed(conn: &mut MySqlConnection, change: Change, o
     Ok(())
 }
 
-/// Each only if the outbox does not hold it already: written again by a
-/// caller unsure whether its commit landed. (On the backlog alone, which
-/// has no index but its order: failed orders are few. One published
-/// since is published again, and dropped downstream by its id.)
+/// How far back, in `seq`, a `failed` event written again looks for the
+/// copy the outbox may still hold. It is written under the voucher's row
+/// lock, which every order of the sale waits for, and the outbox has no
+/// index to find it by (one would be paid on every order): the lookback is
+/// a range of the primary key, at most this many rows, however long the
+/// backlog grew while NATS was away. A caller unsure whether its commit
+/// landed writes it again within a second or so, far fewer events later
+/// than this at the fastest sale; one written past it goes out twice
+/// under the same id, and the broker or the consumer's inbox drops it.
+const FAILED_LOOKBACK: u64 = 5_000;
+
+/// Each only if the newest `FAILED_LOOKBACK` rows of the outbox do not
+/// hold it already: written again by a caller unsure whether its commit
+/// landed. (One published since is published again, and dropped
+/// downstream by its id.)
 pub(super) async fn insert_failed(
     conn: &mut MySqlConnection,
     voucher_id: u64,
     orders: &[(i64, u64)],
 ) -> sqlx::Result<()> {
     let change = Change::Failed;
+    // The primary key's last entry: no scan.
+    let newest: Option<u64> = sqlx::query_scalar("SELECT MAX(seq) FROM tb_order_outbox").fetch_one(&mut *conn).await?;
+    let from = newest.unwrap_or(0).saturating_sub(FAILED_LOOKBACK);
     for (order_id, user_id) in orders {
         // A plain read, not a locking one: as the subquery of an INSERT it
         // would lock every row of the outbox it passes and the gap past
@@ -52,7 +66,8 @@ pub(super) async fn insert_failed(
         // this transaction. Two writers racing here write it twice; the
         // broker and the consumer drop the copy by its id.
         let held: Option<u64> =
-            sqlx::query_scalar("SELECT seq FROM tb_order_outbox WHERE order_id = ? AND type = ? LIMIT 1")
+            sqlx::query_scalar("SELECT seq FROM tb_order_outbox WHERE seq > ? AND order_id = ? AND type = ? LIMIT 1")
+                .bind(from)
                 .bind(order_id)
                 .bind(change.name())
                 .fetch_optional(&mut *conn)
@@ -232,4 +247,57 @@ pub(super) async fn release_lease(db: &MySqlPool, holder: &str) -> sqlx::Result<
         .execute(db)
         .await?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use sqlx::MySqlConnection;
+
+    use crate::plan_check::{drop_scratch, scratch_database};
+
+    /// Rows and index entries this session's statements have read so far,
+    /// as MariaDB counts them (`Handler_read_*`).
+    async fn reads(conn: &mut MySqlConnection) -> i64 {
+        let counters: Vec<(String, String)> =
+            sqlx::query_as("SHOW SESSION STATUS LIKE 'Handler_read%'").fetch_all(conn).await.unwrap();
+        counters.iter().map(|(_, value)| value.parse::<i64>().unwrap()).sum()
+    }
+
+    async fn failed_events_of(conn: &mut MySqlConnection, order: i64) -> i64 {
+        sqlx::query_scalar("SELECT COUNT(*) FROM tb_order_outbox WHERE order_id = ? AND type = 'failed'")
+            .bind(order)
+            .fetch_one(conn)
+            .await
+            .unwrap()
+    }
+
+    /// A `failed` event is written under the voucher's row lock, which
+    /// every order of the sale waits for: with 50,000 events waiting for a
+    /// broker that is away, writing it (again) reads a bounded stretch of
+    /// the outbox, not all of it; written again soon after, it is not
+    /// written twice.
+    #[tokio::test]
+    async fn writing_a_failed_event_again_reads_a_bounded_stretch_of_a_long_outbox() {
+        let mut conn = scratch_database("failed_event").await;
+        sqlx::query(
+            "INSERT INTO tb_order_outbox (order_id, user_id, voucher_id, type, state)
+             SELECT seq, 1, 7, 'created', 'UNPAID' FROM seq_1_to_50000",
+        )
+        .execute(&mut conn)
+        .await
+        .unwrap();
+        let (order, user) = (900_001_i64, 5_u64);
+        super::insert_failed(&mut conn, 7, &[(order, user)]).await.unwrap();
+        // What reading the counters itself reads, taken off below.
+        let before = reads(&mut conn).await;
+        let itself = reads(&mut conn).await - before;
+        let before = reads(&mut conn).await;
+        super::insert_failed(&mut conn, 7, &[(order, user)]).await.unwrap();
+        let read = reads(&mut conn).await - before - itself;
+        let written = failed_events_of(&mut conn, order).await;
+        drop_scratch(conn, "failed_event").await;
+        assert_eq!(written, 1, "written again though the outbox held it");
+        let bound = super::FAILED_LOOKBACK as i64 + 10;
+        assert!(read <= bound, "writing it again read {read} rows and index entries of a 50,000-event outbox");
+    }
 }

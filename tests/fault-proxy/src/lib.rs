@@ -3,7 +3,9 @@
 //! test's own client keeps it. It can also cut one connection right after
 //! forwarding a given request (`cut_after`): the server gets the request
 //! whole, the client never hears the answer. And it can count the requests
-//! that carry a pattern (`count`), to see what a client really sent.
+//! that carry a pattern (`count`), to see what a client really sent. And
+//! it can go silent (`silence`): a cut that drops packets and resets
+//! nothing, as a dropping firewall makes one.
 //!
 //! A package of its own, with nothing of the service in it, so that the
 //! libraries' tests (the lock's) and the service's harness share it.
@@ -67,8 +69,35 @@ pub struct Proxy {
     /// Set once a `stall_on` pattern was seen and traffic stalled.
     stall_fired: Arc<AtomicBool>,
     counter: Counter,
+    silence: Silence,
     /// The URL it stands in for, to be pointed at the proxy.
     url: url::Url,
+}
+
+/// A silent cut: connections stay open and what either side sends is
+/// lost. Those it caught stay silent after it heals, as a connection
+/// whose retransmissions have backed off past the cut does for a while
+/// (a 30 s drop leaves the next retry some 20 s after the heal); a
+/// connection made after the heal passes.
+#[derive(Clone, Default)]
+struct Silence {
+    /// Counts the cuts begun; a connection made before the latest, or
+    /// during one, is silent for good.
+    cuts: Arc<AtomicUsize>,
+    on: Arc<AtomicBool>,
+}
+
+impl Silence {
+    /// The cut a connection made now belongs to, `None` if it is made
+    /// during one (it never passes anything).
+    fn joined(&self) -> Option<usize> {
+        let cuts = self.cuts.load(Ordering::SeqCst);
+        (!self.on.load(Ordering::SeqCst)).then_some(cuts)
+    }
+
+    fn passes(&self, joined: Option<usize>) -> bool {
+        joined == Some(self.cuts.load(Ordering::SeqCst))
+    }
 }
 
 impl Proxy {
@@ -82,7 +111,9 @@ impl Proxy {
         Self::to_url(&database_server_url(), 3306).await
     }
 
-    async fn to_url(url: &str, default_port: u16) -> Self {
+    /// A proxy in front of the server `url` names (`default_port` when it
+    /// names none): a NATS server, say.
+    pub async fn to_url(url: &str, default_port: u16) -> Self {
         let url = url::Url::parse(url).expect("a URL");
         let host = url.host_str().expect("the URL names a host").to_owned();
         let port = url.port().unwrap_or(default_port);
@@ -100,6 +131,8 @@ impl Proxy {
         let (stall_tx, stall_trigger, stall_flag) = (stalled.clone(), stall_on.clone(), stall_fired.clone());
         let counter = Counter::default();
         let counting = counter.clone();
+        let silence = Silence::default();
+        let silencing = silence.clone();
         tokio::spawn(async move {
             loop {
                 let Ok((inbound, _)) = listener.accept().await else { return };
@@ -114,16 +147,17 @@ impl Proxy {
                     fired: stall_flag.clone(),
                 };
                 let (armed, fired, counting) = (armed.clone(), fired_flag.clone(), counting.clone());
+                let silence = (silencing.clone(), silencing.joined());
                 tokio::spawn(async move {
                     let Ok(outbound) = TcpStream::connect(target).await else { return };
                     tokio::select! {
                         _ = state.wait_for(|up| !up) => {}
-                        () = pipe(inbound, outbound, armed, fired, stall, counting) => {}
+                        () = pipe(inbound, outbound, armed, fired, stall, counting, silence) => {}
                     }
                 });
             }
         });
-        Self { addr, up, cut_after, fired, stall_on, stall_fired, counter, url }
+        Self { addr, up, cut_after, fired, stall_on, stall_fired, counter, silence, url }
     }
 
     /// The URL through this proxy, credentials and path as in the original.
@@ -146,6 +180,19 @@ impl Proxy {
     /// Lets traffic through again (clients reconnect by themselves).
     pub fn restore(&self) {
         self.up.send_replace(true);
+    }
+
+    /// A silent cut begins: every connection, open or new, stays open and
+    /// loses what either side sends.
+    pub fn silence(&self) {
+        self.silence.on.store(true, Ordering::SeqCst);
+        self.silence.cuts.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// The silent cut heals: new connections pass; those it caught stay
+    /// silent.
+    pub fn unsilence(&self) {
+        self.silence.on.store(false, Ordering::SeqCst);
     }
 
     /// The next connection whose client sends `pattern` is closed right
@@ -191,6 +238,7 @@ async fn pipe(
     fired: Arc<AtomicBool>,
     mut stall: Stall,
     counter: Counter,
+    (silence, joined): (Silence, Option<usize>),
 ) {
     let (mut client_read, mut client_write) = inbound.into_split();
     let (mut server_read, mut server_write) = outbound.into_split();
@@ -204,6 +252,9 @@ async fn pipe(
                 Ok(0) | Err(_) => return,
                 Ok(n) => n,
             };
+            if !silence.passes(joined) {
+                continue;
+            }
             let hit = {
                 let mut armed = armed.lock().unwrap();
                 let hit = armed.as_ref().is_some_and(|p| buf[..n].windows(p.len()).any(|w| w == p.as_slice()));
@@ -237,7 +288,7 @@ async fn pipe(
                 Ok(0) | Err(_) => return,
                 Ok(n) => n,
             };
-            if silenced.load(Ordering::SeqCst) {
+            if silenced.load(Ordering::SeqCst) || !silence.passes(joined) {
                 continue;
             }
             if client_write.write_all(&buf[..n]).await.is_err() {

@@ -1,6 +1,8 @@
 //! The consumer's events held against the orders: every order row has its
-//! events, in the order its life allows, each once; an event for an order
-//! without a row is only an asynchronous order's `failed`.
+//! events, applied in the order its life allows, each once, and its view
+//! (the state the events left) is its row's state; an event for an order
+//! without a row is only an asynchronous order's `failed`, whose view is
+//! FAILED.
 
 use std::collections::BTreeMap;
 
@@ -22,6 +24,18 @@ fn expected(status: u8) -> Option<&'static [&'static str]> {
     })
 }
 
+/// The state a row's status names, as the events' `state` does.
+fn state_of(status: u8) -> Option<&'static str> {
+    Some(match status {
+        1 => "UNPAID",
+        2 => "PAID",
+        3 => "USED",
+        4 => "CANCELLED",
+        6 => "REFUNDED",
+        _ => return None,
+    })
+}
+
 fn matches(status: u8, seen: &[String]) -> bool {
     let Some(want) = expected(status) else { return false };
     want.len() == seen.len() && want.iter().zip(seen).all(|(w, s)| w == s || (*w == "cancelled" && s == "expired"))
@@ -37,8 +51,12 @@ pub struct EventsAudit {
     pub order_rows: usize,
     pub orders_with_events: usize,
     pub events: usize,
-    /// Rows whose events are missing, doubled, or out of order.
+    /// Rows whose events are missing, doubled, or were applied out of
+    /// order.
     pub wrong: usize,
+    /// Orders whose view is not their row's state (a failed order's not
+    /// FAILED), once the events are all applied.
+    pub views_wrong: usize,
     /// Orders with events and no row, other than one `failed`.
     pub without_row: usize,
     pub failed_orders: usize,
@@ -48,7 +66,7 @@ pub struct EventsAudit {
 
 impl EventsAudit {
     /// `rows`: order id -> status; `seen`: order id -> its event types in
-    /// stream order.
+    /// the order they were applied.
     pub fn judge(vouchers: &[u64], rows: &BTreeMap<i64, u8>, seen: &BTreeMap<i64, Vec<String>>) -> Self {
         let mut audit = EventsAudit {
             vouchers: vouchers.to_vec(),
@@ -81,6 +99,33 @@ impl EventsAudit {
         audit
     }
 
+    /// Also holds each order's view (order id -> state) against its row's
+    /// state, and a failed order's against FAILED.
+    pub fn with_views(
+        mut self,
+        rows: &BTreeMap<i64, u8>,
+        seen: &BTreeMap<i64, Vec<String>>,
+        views: &BTreeMap<i64, String>,
+    ) -> Self {
+        let failed =
+            seen.iter().filter(|(order, got)| !rows.contains_key(order) && got.len() == 1 && got[0] == "failed");
+        let wanted = rows
+            .iter()
+            .map(|(order, status)| (*order, state_of(*status)))
+            .chain(failed.map(|(order, _)| (*order, Some("FAILED"))));
+        for (order, want) in wanted {
+            let view = views.get(&order).map(String::as_str);
+            if want.is_none() || view != want {
+                self.views_wrong += 1;
+                if self.examples.len() < EXAMPLES {
+                    self.examples.push(format!("order {order}: view {view:?}, its row's state {want:?}"));
+                }
+            }
+        }
+        self.passed &= self.views_wrong == 0;
+        self
+    }
+
     pub async fn run(orders_db: &MySqlPool, downstream: &MySqlPool, vouchers: &[u64]) -> sqlx::Result<Self> {
         let mut rows = BTreeMap::new();
         for voucher in vouchers {
@@ -91,19 +136,21 @@ impl EventsAudit {
             rows.extend(found);
         }
         let seen = inbox::events_of(downstream, vouchers).await?;
-        Ok(Self::judge(vouchers, &rows, &seen))
+        let views = inbox::views_of(downstream, vouchers).await?;
+        Ok(Self::judge(vouchers, &rows, &seen).with_views(&rows, &seen, &views))
     }
 
     pub fn render(&self) -> String {
         let mut text = format!(
-            "Order events at the consumer, vouchers {:?}\n  order rows {}, with events {}, events {}\n  rows with wrong events {}\n  orders with events and no row {} (and {} failed, as they should)\n",
+            "Order events at the consumer, vouchers {:?}\n  order rows {}, with events {}, events {}\n  rows with wrong events {}\n  orders with events and no row {} (and {} failed, as they should)\n  orders whose view is not their row's state {}\n",
             self.vouchers,
             self.order_rows,
             self.orders_with_events,
             self.events,
             self.wrong,
             self.without_row,
-            self.failed_orders
+            self.failed_orders,
+            self.views_wrong
         );
         for example in &self.examples {
             text.push_str(&format!("    {example}\n"));

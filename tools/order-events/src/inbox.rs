@@ -29,9 +29,14 @@ pub async fn create_tables(db: &MySqlPool) -> sqlx::Result<()> {
             type       VARCHAR(16)     NOT NULL,
             stream_seq BIGINT UNSIGNED NOT NULL,
             applied_at DATETIME(6)     NOT NULL DEFAULT CURRENT_TIMESTAMP(6),
+            applied    BIGINT UNSIGNED NOT NULL AUTO_INCREMENT,
             PRIMARY KEY (event_id),
+            UNIQUE KEY uk_inbox_applied (applied),
             KEY idx_inbox_voucher (voucher_id, order_id, stream_seq)
         ) ENGINE = InnoDB",
+        // The order the events were applied in, on an inbox made before it
+        // was kept (its rows numbered in the order they are stored).
+        "ALTER TABLE inbox_event ADD COLUMN IF NOT EXISTS applied BIGINT UNSIGNED NOT NULL AUTO_INCREMENT UNIQUE KEY",
         "CREATE TABLE IF NOT EXISTS order_view (
             order_id     BIGINT      NOT NULL,
             state        VARCHAR(16) NOT NULL,
@@ -169,13 +174,14 @@ pub async fn seen(db: &MySqlPool) -> sqlx::Result<Seen> {
     })
 }
 
-/// Each order's events of these vouchers as the consumer applied them, in
-/// stream order: (order id, [type]).
+/// Each order's events of these vouchers, in the order the consumer
+/// applied them (which made its view), not the stream's: (order id,
+/// [type]).
 pub async fn events_of(db: &MySqlPool, vouchers: &[u64]) -> sqlx::Result<std::collections::BTreeMap<i64, Vec<String>>> {
     let mut by_order: std::collections::BTreeMap<i64, Vec<String>> = Default::default();
     for voucher in vouchers {
         let rows: Vec<(i64, String)> =
-            sqlx::query_as("SELECT order_id, type FROM inbox_event WHERE voucher_id = ? ORDER BY order_id, stream_seq")
+            sqlx::query_as("SELECT order_id, type FROM inbox_event WHERE voucher_id = ? ORDER BY order_id, applied")
                 .bind(voucher)
                 .fetch_all(db)
                 .await?;
@@ -184,6 +190,22 @@ pub async fn events_of(db: &MySqlPool, vouchers: &[u64]) -> sqlx::Result<std::co
         }
     }
     Ok(by_order)
+}
+
+/// The view's state of each order of these vouchers that has events.
+pub async fn views_of(db: &MySqlPool, vouchers: &[u64]) -> sqlx::Result<std::collections::BTreeMap<i64, String>> {
+    let mut views = std::collections::BTreeMap::new();
+    for voucher in vouchers {
+        let rows: Vec<(i64, String)> = sqlx::query_as(
+            "SELECT DISTINCT v.order_id, v.state FROM inbox_event e JOIN order_view v ON v.order_id = e.order_id
+             WHERE e.voucher_id = ?",
+        )
+        .bind(voucher)
+        .fetch_all(db)
+        .await?;
+        views.extend(rows);
+    }
+    Ok(views)
 }
 
 #[cfg(test)]

@@ -57,3 +57,80 @@ async fn an_audit_holds_no_event_an_earlier_life_of_its_voucher_left() {
     db.close().await;
     scratch::cleanup(database, prefix).await;
 }
+
+fn event(order: i64, voucher: u64, kind: &str, state: &str) -> Event {
+    Event {
+        id: format!("{order}-{kind}"),
+        order_id: order.to_string(),
+        voucher_id: voucher,
+        kind: kind.into(),
+        state: state.into(),
+    }
+}
+
+/// A scratch database holding the orders' table and the consumer's.
+async fn orders_and_inbox() -> (MySqlPool, String, String) {
+    let (_, database, prefix) = scratch::test_config();
+    let db =
+        hmdp::startup::connect_database(&format!("{}/{database}", scratch::database_server_url()), 2).await.unwrap();
+    sqlx::query(
+        "CREATE TABLE tb_voucher_order (id BIGINT PRIMARY KEY, voucher_id BIGINT UNSIGNED, status TINYINT UNSIGNED)",
+    )
+    .execute(&db)
+    .await
+    .unwrap();
+    inbox::create_tables(&db).await.unwrap();
+    (db, database, prefix)
+}
+
+/// The stream holds an order's `created` then its `paid`, but the
+/// consumer applied the `paid` first (a redelivery, a second consumer):
+/// its view went PAID, then back to UNPAID. The audit holds the order the
+/// events were applied in, not the stream's.
+#[tokio::test]
+async fn an_audit_fails_events_applied_out_of_their_orders_life() {
+    let (db, database, prefix) = orders_and_inbox().await;
+    let voucher = 7;
+    sqlx::query("INSERT INTO tb_voucher_order VALUES (1, ?, 2), (2, ?, 2)")
+        .bind(voucher)
+        .bind(voucher)
+        .execute(&db)
+        .await
+        .unwrap();
+    consumed(&db, &event(1, voucher, "created", "UNPAID"), 1).await;
+    consumed(&db, &event(1, voucher, "paid", "PAID"), 2).await;
+    consumed(&db, &event(2, voucher, "paid", "PAID"), 4).await;
+    consumed(&db, &event(2, voucher, "created", "UNPAID"), 3).await;
+    let audit = EventsAudit::run(&db, &db, &[voucher]).await.unwrap();
+    db.close().await;
+    scratch::cleanup(database, prefix).await;
+    assert!(!audit.passed, "order 2's events were applied out of order: {}", audit.render());
+    assert_eq!(audit.wrong, 1, "{}", audit.render());
+}
+
+/// Every event there, once, in order; but an order's view is not the
+/// state of its row (the row changed with no event, or the view was
+/// written by something else): the audit fails.
+#[tokio::test]
+async fn an_audit_fails_an_orders_view_that_is_not_its_rows_state() {
+    let (db, database, prefix) = orders_and_inbox().await;
+    let voucher = 7;
+    sqlx::query("INSERT INTO tb_voucher_order VALUES (1, ?, 2), (2, ?, 2)")
+        .bind(voucher)
+        .bind(voucher)
+        .execute(&db)
+        .await
+        .unwrap();
+    for order in [1, 2] {
+        consumed(&db, &event(order, voucher, "created", "UNPAID"), 2 * order as u64).await;
+        consumed(&db, &event(order, voucher, "paid", "PAID"), 2 * order as u64 + 1).await;
+    }
+    consumed(&db, &event(9, voucher, "failed", "FAILED"), 10).await;
+    let good = EventsAudit::run(&db, &db, &[voucher]).await.unwrap();
+    sqlx::query("UPDATE order_view SET state = 'CANCELLED' WHERE order_id = 2").execute(&db).await.unwrap();
+    let bad = EventsAudit::run(&db, &db, &[voucher]).await.unwrap();
+    db.close().await;
+    scratch::cleanup(database, prefix).await;
+    assert!(good.passed, "{}", good.render());
+    assert!(!bad.passed, "order 2's view says CANCELLED, its row PAID: {}", bad.render());
+}
