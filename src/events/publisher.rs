@@ -56,19 +56,7 @@ impl Publisher {
     /// the outbox keeps what it cannot hand over) and reconnects within a
     /// second of the server's return.
     pub(super) async fn connect(settings: &EventSettings) -> anyhow::Result<Self> {
-        let (server, credentials) = split_credentials(&settings.nats_url)?;
-        let mut options = match credentials {
-            Some((user, password)) => async_nats::ConnectOptions::with_user_and_password(user, password),
-            None => async_nats::ConnectOptions::new(),
-        };
-        options = options
-            .name("hmdp-outbox-relay")
-            .retry_on_initial_connect()
-            .connection_timeout(Duration::from_secs(2))
-            .reconnect_delay_callback(|attempt| Duration::from_millis((attempt as u64 * 100).min(1_000)));
-        if let Some(ca) = settings.nats_ca_file() {
-            options = options.add_root_certificates(ca.into()).require_tls(true);
-        }
+        let (server, options) = connect_options(settings)?;
         let client = options.connect(server.as_str()).await?;
         let js = jetstream::ContextBuilder::new().timeout(ACK_TIMEOUT).build(client);
         Ok(Self { js })
@@ -137,6 +125,24 @@ impl Publisher {
         }
         published
     }
+}
+
+/// The server to connect to (its URL without credentials), and how.
+fn connect_options(settings: &EventSettings) -> anyhow::Result<(String, async_nats::ConnectOptions)> {
+    let (server, credentials) = split_credentials(&settings.nats_url)?;
+    let mut options = match credentials {
+        Some((user, password)) => async_nats::ConnectOptions::with_user_and_password(user, password),
+        None => async_nats::ConnectOptions::new(),
+    };
+    options = options
+        .name("hmdp-outbox-relay")
+        .retry_on_initial_connect()
+        .connection_timeout(Duration::from_secs(2))
+        .reconnect_delay_callback(|attempt| Duration::from_millis((attempt as u64 * 100).min(1_000)));
+    if let Some(ca) = settings.nats_ca_file() {
+        options = options.add_root_certificates(ca.into()).require_tls(true);
+    }
+    Ok((server, options))
 }
 
 /// The URL without its credentials, and the credentials (percent-decoded):
