@@ -8,6 +8,7 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 STATE_DIR="$ROOT/.stack"
 mkdir -p "$STATE_DIR"
+. "$ROOT/scripts/urls.sh"
 
 # The time of day on every line: a slow section is found in the log.
 log() { printf '\033[1m[hmdp %(%T)T]\033[0m %s\n' -1 "$*" >&2; }
@@ -100,7 +101,7 @@ ensure_mariadb() {
     wait_for 60 "MariaDB" mariadb_alive
 }
 
-redis_alive() { redis-cli -u "$REDIS_URL" ping 2>/dev/null | grep -q PONG; }
+redis_alive() { redis_cli_url "$REDIS_URL" ping 2>/dev/null | grep -q PONG; }
 
 ensure_redis() {
     export REDIS_URL="${REDIS_URL:-redis://127.0.0.1:6379}"
@@ -128,8 +129,8 @@ ensure_redis() {
 # save with stop-writes-on-bgsave-error): say so now, not mid-test.
 check_redis_writes() {
     local reply
-    reply=$(redis-cli -u "$REDIS_URL" set hmdp:write-probe 1 EX 5 2>&1)
-    [ "$reply" = "OK" ] || die "Redis at $REDIS_URL refuses writes: $reply"
+    reply=$(redis_cli_url "$REDIS_URL" set hmdp:write-probe 1 EX 5 2>&1)
+    [ "$reply" = "OK" ] || die "Redis at $(url_shown "$REDIS_URL") refuses writes: $reply"
 }
 
 # Exports a DATABASE_URL that works over TCP. Prefers the contract's default
@@ -141,7 +142,7 @@ ensure_database_url() {
     if [ -f "$STATE_DIR/db.env" ]; then
         # shellcheck disable=SC1091
         . "$STATE_DIR/db.env"
-        if mariadb --protocol=tcp -h127.0.0.1 -P3306 -uhmdp -p"$HMDP_DB_PASSWORD" -e 'SELECT 1' >/dev/null 2>&1; then
+        if MYSQL_PWD="$HMDP_DB_PASSWORD" mariadb --protocol=tcp -h127.0.0.1 -P3306 -uhmdp -e 'SELECT 1' >/dev/null 2>&1; then
             export DATABASE_URL="mysql://hmdp:$HMDP_DB_PASSWORD@127.0.0.1:3306/hmdp"
             return 0
         fi
@@ -153,7 +154,8 @@ ensure_database_url() {
     log "root cannot log in over TCP without a password; creating account hmdp@127.0.0.1"
     local password
     password="$(random_secret 18)"
-    mariadb_socket -e "
+    # On standard input: an argument's password would be in the process table.
+    mariadb_socket <<<"
         CREATE USER IF NOT EXISTS 'hmdp'@'127.0.0.1' IDENTIFIED BY '$password';
         CREATE USER IF NOT EXISTS 'hmdp'@'localhost' IDENTIFIED BY '$password';
         ALTER USER 'hmdp'@'127.0.0.1' IDENTIFIED BY '$password';
@@ -194,7 +196,7 @@ ensure_database() {
     name=${name%%\?*}
     [[ "$name" =~ ^[A-Za-z0-9_]{1,64}$ ]] || die "DATABASE_URL must name a database of [A-Za-z0-9_], got '$name'"
     mariadb_url -e "CREATE DATABASE IF NOT EXISTS \`$name\` CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci" \
-        || die "cannot create database $name as ${DATABASE_URL%%@*}@..."
+        || die "cannot create database $name as $(url_shown "$DATABASE_URL")"
 }
 
 prepare_machine() {
@@ -206,7 +208,7 @@ prepare_machine() {
     check_redis_writes
     ensure_database_url
     ensure_database
-    log "MariaDB and Redis ready (REDIS_URL=$REDIS_URL)"
+    log "MariaDB and Redis ready (REDIS_URL=$(url_shown "$REDIS_URL"))"
 }
 
 # The workspace's binaries, always built together, quietly (a failed build

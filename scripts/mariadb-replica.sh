@@ -65,7 +65,8 @@ ensure_replication_account() {
     local sql="CREATE USER IF NOT EXISTS 'hmdp_repl'@'127.0.0.1' IDENTIFIED BY '$HMDP_REPL_PASSWORD';
         ALTER USER 'hmdp_repl'@'127.0.0.1' IDENTIFIED BY '$HMDP_REPL_PASSWORD';
         GRANT REPLICATION SLAVE ON *.* TO 'hmdp_repl'@'127.0.0.1';"
-    mariadb_socket -e "$sql" 2>/dev/null || mariadb_url -e "$sql" \
+    # On standard input: an argument's password would be in the process table.
+    mariadb_socket <<<"$sql" 2>/dev/null || mariadb_url <<<"$sql" \
         || die "cannot create the replication account hmdp_repl on the primary"
 }
 
@@ -128,12 +129,12 @@ replica_up() {
     user=${rest%%:*}
     pass=""
     [ "$rest" != "$user" ] && pass=${rest#*:}
-    replica_sql -e "CREATE USER IF NOT EXISTS '$user'@'127.0.0.1' IDENTIFIED BY '$pass';
+    replica_sql <<<"CREATE USER IF NOT EXISTS '$user'@'127.0.0.1' IDENTIFIED BY '$pass';
         ALTER USER '$user'@'127.0.0.1' IDENTIFIED BY '$pass';
         GRANT SELECT, SLAVE MONITOR, REPLICATION SLAVE ADMIN ON *.* TO '$user'@'127.0.0.1';" \
         || die "cannot create the account $user on the replica"
     if ! replica_threads_running; then
-        replica_sql -e "STOP SLAVE; CHANGE MASTER TO MASTER_HOST='127.0.0.1', MASTER_PORT=3306,
+        replica_sql <<<"STOP SLAVE; CHANGE MASTER TO MASTER_HOST='127.0.0.1', MASTER_PORT=3306,
             MASTER_USER='hmdp_repl', MASTER_PASSWORD='$HMDP_REPL_PASSWORD', MASTER_USE_GTID=slave_pos,
             MASTER_CONNECT_RETRY=1; START SLAVE;" || die "cannot start replication on the replica"
     fi

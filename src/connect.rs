@@ -7,7 +7,7 @@ use anyhow::Context;
 use hmdp_redis::{Endpoint, Redis};
 use sqlx::{
     ConnectOptions, Connection, MySqlPool,
-    mysql::{MySqlConnectOptions, MySqlConnection, MySqlPoolOptions},
+    mysql::{MySqlConnectOptions, MySqlConnection, MySqlPoolOptions, MySqlSslMode},
 };
 
 use crate::config::{DatabaseSettings, RedisSettings};
@@ -32,7 +32,7 @@ async fn connect_pool(
     max_connections: u32,
     idle_transaction_timeout_s: Option<u32>,
 ) -> anyhow::Result<MySqlPool> {
-    let options: MySqlConnectOptions = url.parse().context("parsing DATABASE_URL")?;
+    let options = mysql_options(url, "DATABASE_URL")?;
     let database = options.get_database().context("DATABASE_URL names no database")?.to_owned();
     ensure_database(&options, &database).await?;
     MySqlPoolOptions::new()
@@ -49,6 +49,26 @@ async fn connect_pool(
         .connect_with(options.log_statements(tracing::log::LevelFilter::Trace))
         .await
         .with_context(|| format!("connecting to MariaDB database {database}"))
+}
+
+/// The URL's options, refused when it names a certificate authority that
+/// sqlx would not use: only `VERIFY_CA` and `VERIFY_IDENTITY` check the
+/// server's certificate against `ssl-ca`; under `PREFERRED` (the default)
+/// or `REQUIRED` any certificate passes, and the password goes to
+/// whoever answers, while the operator believes the server verified.
+fn mysql_options(url: &str, setting: &str) -> anyhow::Result<MySqlConnectOptions> {
+    let options: MySqlConnectOptions = url.parse().with_context(|| format!("parsing {setting}"))?;
+    let names_ca = url::Url::parse(url).is_ok_and(|url| {
+        url.query_pairs().any(|(key, value)| matches!(&*key, "ssl-ca" | "sslca") && !value.trim().is_empty())
+    });
+    let verifies = matches!(options.get_ssl_mode(), MySqlSslMode::VerifyCa | MySqlSslMode::VerifyIdentity);
+    anyhow::ensure!(
+        !names_ca || verifies,
+        "{setting} names a certificate authority (ssl-ca) but its ssl-mode ({:?}) does not verify the server \
+         against it: add ssl-mode=VERIFY_IDENTITY (or VERIFY_CA, which does not check the server's name)",
+        options.get_ssl_mode()
+    );
+    Ok(options)
 }
 
 async fn ensure_database(options: &MySqlConnectOptions, database: &str) -> anyhow::Result<()> {
@@ -86,7 +106,7 @@ const UNKNOWN_DATABASE: u16 = 1049;
 /// read-only is refused: reads sent to a second primary, or to the primary
 /// itself under another name, would hide that the setting is wrong.
 pub(crate) async fn connect_read_replica(url: &str, max_connections: u32) -> anyhow::Result<MySqlPool> {
-    let options: MySqlConnectOptions = url.parse().context("parsing DATABASE_READ_URL")?;
+    let options = mysql_options(url, "DATABASE_READ_URL")?;
     let options = options.log_statements(tracing::log::LevelFilter::Trace);
     // The first instance of a new deployment creates the database on the
     // primary a moment before it asks the replica for it: until replication
@@ -149,8 +169,36 @@ mod tests {
 
     use sqlx::MySqlPool;
 
-    use super::connect_service_database;
+    use super::{connect_database, connect_read_replica, connect_service_database};
     use crate::config::{DatabaseSettings, DatabaseUrl};
+
+    /// A CA named without `ssl-mode=VERIFY_CA` or `VERIFY_IDENTITY` is one
+    /// sqlx never reads: under `PREFERRED` or `REQUIRED` any certificate
+    /// passes, and the password goes to whoever answers. Refused before any
+    /// connection (nothing listens on port 1), as a Redis CA with
+    /// `redis://` is, and without the password in the error.
+    #[tokio::test]
+    async fn a_database_url_naming_a_ca_without_verifying_the_server_is_refused() {
+        let server = "mysql://hmdp:db-pass-123@127.0.0.1:1/hmdp";
+        let unverified =
+            ["ssl-ca=/etc/hmdp/ca.pem", "ssl-mode=PREFERRED&ssl-ca=/ca.pem", "sslmode=required&sslca=/ca.pem"];
+        for query in unverified {
+            let url = format!("{server}?{query}");
+            for said in [
+                format!("{:#}", connect_database(&url, 1).await.unwrap_err()),
+                format!("{:#}", connect_read_replica(&url, 1).await.unwrap_err()),
+            ] {
+                assert!(said.contains("ssl-mode=VERIFY_IDENTITY"), "{query}: {said}");
+                assert!(!said.contains("db-pass-123"), "{query}: {said}");
+            }
+        }
+        let verified =
+            ["ssl-mode=VERIFY_IDENTITY&ssl-ca=/ca.pem", "ssl-ca=/ca.pem&sslmode=verify_ca", "ssl-mode=REQUIRED"];
+        for query in verified {
+            let said = format!("{:#}", connect_database(&format!("{server}?{query}"), 1).await.unwrap_err());
+            assert!(!said.contains("VERIFY_IDENTITY"), "{query} was refused for its CA: {said}");
+        }
+    }
 
     /// What an instance cut off from MariaDB mid-transaction leaves: a
     /// transaction nobody finishes, holding the stock row (here by a

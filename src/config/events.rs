@@ -33,7 +33,9 @@ pub struct EventSettings {
     /// The NATS server (JetStream enabled) the relay publishes to, with
     /// `ORDER_EVENTS=nats`; `nats://user:password@host:port` for a server
     /// that asks for credentials (a `@`, `:` or `%` in them
-    /// percent-encoded), `tls://` for TLS. The stack's own runs on 4223.
+    /// percent-encoded), `nats://token@host:port` for one that asks for a
+    /// token, `tls://` for TLS, then required of every server of its
+    /// cluster too. The stack's own runs on 4223.
     #[arg(long, env = "NATS_URL", default_value = DEFAULT_NATS_URL)]
     pub nats_url: String,
 

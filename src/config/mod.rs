@@ -25,6 +25,7 @@ pub use asynchronous::AsyncSettings;
 pub use auth::{AuthSettings, MIN_JWT_SECRET_LEN};
 pub use events::{EventSettings, OrderEvents};
 pub use limits::LimitSettings;
+pub use redact::without_password;
 pub use salepath::SalePathSettings;
 pub use seckill::{IDS_PER_DAY, MAX_INSTANCES, OrderSettings, SeckillMode, SeckillSettings, SyncSettings};
 pub use server::{MIN_ADMIN_KEY_LEN, ServerSettings, TrustedProxies};
@@ -159,6 +160,17 @@ mod tests {
             assert!(!shown.contains(secret), "{secret} in {shown}");
         }
         assert!(shown.contains("mysql://hmdp:<redacted>@127.0.0.1:3306/hmdp"), "{shown}");
+    }
+
+    /// `nats://TOKEN@host` authenticates with the token: what looks like a
+    /// user is the secret.
+    #[test]
+    fn a_nats_urls_token_is_not_shown() {
+        let shown = format!("{:?}", parsed(&["--nats-url=nats://nats-token-246@10.0.0.41:4222"]).events);
+        assert!(!shown.contains("nats-token-246"), "{shown}");
+        assert!(shown.contains("nats://<redacted>@10.0.0.41:4222"), "{shown}");
+        let shown = format!("{:?}", parsed(&["--nats-url=tls://relay:p%40ss@10.0.0.41:4222"]).events);
+        assert!(shown.contains("tls://relay:<redacted>@10.0.0.41:4222"), "{shown}");
     }
 
     fn parsed(flags: &[&str]) -> Config {

@@ -22,7 +22,9 @@ pub struct DatabaseUrl {
     /// `?ssl-mode=VERIFY_IDENTITY&ssl-ca=/path/ca.pem`: the link is then TLS
     /// and a server whose certificate does not name the host connected to
     /// is refused at start-up (the default, `PREFERRED`, encrypts when the
-    /// server offers it and verifies nothing).
+    /// server offers it and verifies nothing). A URL that names a CA
+    /// (`ssl-ca`) must carry `ssl-mode=VERIFY_IDENTITY` or `VERIFY_CA`, or
+    /// start-up refuses it: under any other mode the CA is never read.
     #[arg(id = "database_url", long = "database-url", env = "DATABASE_URL", default_value = DEFAULT_DATABASE_URL)]
     url: String,
 }

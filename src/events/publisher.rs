@@ -78,30 +78,17 @@ impl Publisher {
     /// the outbox keeps what it cannot hand over) and reconnects within a
     /// second of the server's return.
     pub(super) async fn connect(settings: &EventSettings) -> anyhow::Result<Self> {
-        let (server, credentials) = split_credentials(&settings.nats_url)?;
+        let (server, options) = connect_options(settings)?;
         let connected = Arc::new(Notify::new());
         let told = connected.clone();
-        let mut options = match credentials {
-            Some((user, password)) => async_nats::ConnectOptions::with_user_and_password(user, password),
-            None => async_nats::ConnectOptions::new(),
-        };
-        options = options
-            .name("hmdp-outbox-relay")
-            .retry_on_initial_connect()
-            .connection_timeout(Duration::from_secs(2))
-            .ping_interval(PING_EVERY)
-            .event_callback(move |event| {
-                let told = told.clone();
-                async move {
-                    if matches!(event, async_nats::Event::Connected) {
-                        told.notify_one();
-                    }
+        let options = options.event_callback(move |event| {
+            let told = told.clone();
+            async move {
+                if matches!(event, async_nats::Event::Connected) {
+                    told.notify_one();
                 }
-            })
-            .reconnect_delay_callback(|attempt| Duration::from_millis((attempt as u64 * 100).min(1_000)));
-        if let Some(ca) = settings.nats_ca_file() {
-            options = options.add_root_certificates(ca.into()).require_tls(true);
-        }
+            }
+        });
         let client = options.connect(server.as_str()).await?;
         // An ack no longer awaited (its round past its deadline) holds one
         // of the client's 5,000 places for acks until this passes.
@@ -201,16 +188,56 @@ impl Publisher {
     }
 }
 
+/// The server to connect to (its URL without credentials), and how.
+fn connect_options(settings: &EventSettings) -> anyhow::Result<(String, async_nats::ConnectOptions)> {
+    let (server, credentials) = split_credentials(&settings.nats_url)?;
+    let mut options = match credentials {
+        Some(Credentials::UserAndPassword(user, password)) => {
+            async_nats::ConnectOptions::with_user_and_password(user, password)
+        }
+        Some(Credentials::Token(token)) => async_nats::ConnectOptions::with_token(token),
+        None => async_nats::ConnectOptions::new(),
+    };
+    options = options
+        .name("hmdp-outbox-relay")
+        .retry_on_initial_connect()
+        .connection_timeout(Duration::from_secs(2))
+        .ping_interval(PING_EVERY)
+        .reconnect_delay_callback(|attempt| Duration::from_millis((attempt as u64 * 100).min(1_000)));
+    if let Some(ca) = settings.nats_ca_file() {
+        options = options.add_root_certificates(ca.into());
+    }
+    // For every server, not only the URL's: async-nats upgrades one it
+    // learnt from the cluster's INFO (a plain `host:port`) only when this
+    // is set or that server's INFO, which is read before TLS, asks for it.
+    let tls_url = url::Url::parse(&server).is_ok_and(|url| url.scheme() == "tls");
+    if settings.nats_ca_file().is_some() || tls_url {
+        options = options.require_tls(true);
+    }
+    Ok((server, options))
+}
+
+/// What the relay says who it is with.
+#[derive(Debug, PartialEq, Eq)]
+enum Credentials {
+    UserAndPassword(String, String),
+    /// `nats://TOKEN@host`: a user without a password is NATS's token form.
+    Token(String),
+}
+
 /// The URL without its credentials, and the credentials (percent-decoded):
 /// async-nats sends a URL's user and password only when they are given
 /// apart, and a server that asks for them refuses the relay otherwise.
-fn split_credentials(nats_url: &str) -> anyhow::Result<(String, Option<(String, String)>)> {
+fn split_credentials(nats_url: &str) -> anyhow::Result<(String, Option<Credentials>)> {
     let mut url = url::Url::parse(nats_url).map_err(|err| anyhow::anyhow!("NATS_URL is not a URL: {err}"))?;
     if url.username().is_empty() {
         return Ok((nats_url.to_owned(), None));
     }
     let decoded = |part: &str| percent_encoding::percent_decode_str(part).decode_utf8_lossy().into_owned();
-    let credentials = (decoded(url.username()), decoded(url.password().unwrap_or_default()));
+    let credentials = match url.password() {
+        Some(password) => Credentials::UserAndPassword(decoded(url.username()), decoded(password)),
+        None => Credentials::Token(decoded(url.username())),
+    };
     // Cannot fail for a URL with a host, which one with a user has.
     let _ = url.set_username("");
     let _ = url.set_password(None);
@@ -229,13 +256,72 @@ pub(super) struct Published {
 
 #[cfg(test)]
 mod tests {
-    use super::split_credentials;
+    use tokio::{
+        io::{AsyncBufReadExt, AsyncWriteExt, BufReader},
+        net::TcpListener,
+    };
+
+    use super::{Credentials, connect_options, split_credentials};
+    use crate::config::EventSettings;
+
+    fn settings(nats_url: &str, ca_file: &str) -> EventSettings {
+        EventSettings { nats_url: nats_url.into(), nats_ca_file: ca_file.into(), ..Default::default() }
+    }
+
+    fn requires_tls(options: &async_nats::ConnectOptions) -> bool {
+        format!("{options:?}").contains("\"tls_required\": true")
+    }
+
+    /// async-nats upgrades a server it learnt from the cluster's INFO
+    /// (`connect_urls`, plain `host:port`) only when the options require
+    /// TLS or that server's INFO asks for it, and INFO comes before TLS: a
+    /// `tls://` URL alone would send the password in the clear to such a
+    /// server, or to whoever answers for it.
+    #[test]
+    fn a_tls_url_requires_tls_of_every_server_with_or_without_a_ca() {
+        let (_, options) = connect_options(&settings("tls://relay:pw@nats.internal:4222", "")).unwrap();
+        assert!(requires_tls(&options), "{options:?}");
+        let (_, options) = connect_options(&settings("tls://relay:pw@nats.internal:4222", "/etc/hmdp/ca.pem")).unwrap();
+        assert!(requires_tls(&options), "{options:?}");
+        let (_, options) = connect_options(&settings("nats://127.0.0.1:4223", "")).unwrap();
+        assert!(!requires_tls(&options), "{options:?}");
+    }
+
+    /// What the relay says in its CONNECT to a server at `nats_url`'s
+    /// address (a listener of the test's, which answers INFO and reads).
+    async fn connect_sent(nats_url: impl Fn(u16) -> String) -> serde_json::Value {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let (server, options) = connect_options(&settings(&nats_url(port), "")).unwrap();
+        let client = tokio::spawn(async move { options.connect(server.as_str()).await });
+        let (socket, _) = listener.accept().await.unwrap();
+        let (read, mut write) = socket.into_split();
+        let info = r#"{"server_id":"test","version":"2.10.0","proto":1,"max_payload":1048576,"auth_required":true}"#;
+        write.write_all(format!("INFO {info}\r\n").as_bytes()).await.unwrap();
+        let mut line = String::new();
+        BufReader::new(read).read_line(&mut line).await.unwrap();
+        client.abort();
+        serde_json::from_str(line.strip_prefix("CONNECT ").expect("a CONNECT")).unwrap()
+    }
+
+    /// `nats://TOKEN@host` is NATS's token form: the token goes as
+    /// `auth_token`, not as a user without a password, which a server
+    /// that asks for a token refuses.
+    #[tokio::test]
+    async fn a_urls_token_is_sent_as_a_token_and_a_user_with_its_password() {
+        let sent = connect_sent(|port| format!("nats://s3cr3t-token@127.0.0.1:{port}")).await;
+        assert_eq!(sent["auth_token"], "s3cr3t-token", "{sent}");
+        assert!(sent["user"].is_null() && sent["pass"].is_null(), "{sent}");
+        let sent = connect_sent(|port| format!("nats://relay:p%40ss@127.0.0.1:{port}")).await;
+        assert_eq!((&sent["user"], &sent["pass"]), (&"relay".into(), &"p@ss".into()), "{sent}");
+        assert!(sent["auth_token"].is_null(), "{sent}");
+    }
 
     #[test]
     fn a_urls_credentials_are_taken_out_and_decoded() {
         let (server, credentials) = split_credentials("tls://relay:p%40ss%3Aword@nats.internal:4222").unwrap();
         assert_eq!(server, "tls://nats.internal:4222");
-        assert_eq!(credentials, Some(("relay".into(), "p@ss:word".into())));
+        assert_eq!(credentials, Some(Credentials::UserAndPassword("relay".into(), "p@ss:word".into())));
         let (server, credentials) = split_credentials("nats://127.0.0.1:4223").unwrap();
         assert_eq!((server.as_str(), credentials), ("nats://127.0.0.1:4223", None));
     }

@@ -12,6 +12,7 @@ pub mod inbox;
 
 use std::time::{Duration, Instant};
 
+use hmdp::config::without_password;
 use sqlx::MySqlPool;
 
 use crate::{audit::EventsAudit, consume::Run};
@@ -47,7 +48,7 @@ pub async fn audit_sale(
         let left = wait.saturating_sub(started.elapsed()) + QUIET * 2;
         let run = tokio::time::timeout(left, consume::consume(downstream, &options))
             .await
-            .map_err(|_| anyhow::anyhow!("no answer from NATS at {nats_url} within {left:?}"))??;
+            .map_err(|_| anyhow::anyhow!("no answer from NATS at {} within {left:?}", without_password(nats_url)))??;
         total.add(&run);
         let audit = EventsAudit::run(orders, downstream, vouchers).await?;
         if audit.passed || started.elapsed() >= wait {

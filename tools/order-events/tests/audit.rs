@@ -134,3 +134,21 @@ async fn an_audit_fails_an_orders_view_that_is_not_its_rows_state() {
     assert!(good.passed, "{}", good.render());
     assert!(!bad.passed, "order 2's view says CANCELLED, its row PAID: {}", bad.render());
 }
+
+/// An audit that cannot reach NATS says where it looked, but not with the
+/// password `NATS_URL` carries (nothing listens on port 1).
+#[tokio::test]
+async fn an_audit_that_finds_no_broker_names_it_without_its_password() {
+    let (_, database, prefix) = scratch::test_config();
+    let db =
+        hmdp::startup::connect_database(&format!("{}/{database}", scratch::database_server_url()), 2).await.unwrap();
+    inbox::create_tables(&db).await.unwrap();
+    let url = "nats://relay:nats-pass-135@127.0.0.1:1";
+    let err = order_events::audit_sale(&db, &db, url, &[7], 0, std::time::Duration::ZERO).await.unwrap_err();
+    let said = format!("{err:#}");
+    assert!(said.contains("127.0.0.1:1"), "{said}");
+    assert!(!said.contains("nats-pass-135"), "{said}");
+
+    db.close().await;
+    scratch::cleanup(database, prefix).await;
+}
