@@ -2,10 +2,14 @@
 -- KEYS[1] stock, KEYS[2] window hash, KEYS[3] buyers set, KEYS[4] orders
 -- stream, KEYS[5] pending hash, KEYS[6] holders hash (user -> pending
 -- order); all share the voucher's hash tag. Guarded vouchers only: KEYS[7]
--- the sale path's use (same tag), ARGV[4] how long to keep it (ms).
--- ARGV[1] user id, ARGV[2] order id, ARGV[3] voucher id.
+-- the sale path's use (same tag), ARGV[5] how long to keep it (ms).
+-- ARGV[1] user id, ARGV[2] order id, ARGV[3] voucher id, ARGV[4] the
+-- instant (Unix ms) past which the call places nothing: its caller has
+-- answered by then, and a call held in a cut link's queue and delivered
+-- when the link heals must not place an order nobody was told of.
 -- Returns 0 accepted, 1 not loaded, 2 not started, 3 ended, 4 already
--- bought, 5 sold out, 6 off the shelf, 7 the path placed another order.
+-- bought, 5 sold out, 6 off the shelf, 7 the path placed another order,
+-- 8 arrived too late.
 local window = redis.call('HMGET', KEYS[2], 'begin', 'end', 'shelf')
 local stock = tonumber(redis.call('GET', KEYS[1]))
 -- Never tonumber(nil) arithmetic: a voucher whose keys are missing (never
@@ -22,6 +26,7 @@ if spent and spent ~= ARGV[2] then return 7 end
 -- One clock for every instance: Redis's.
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+if ARGV[4] and now > tonumber(ARGV[4]) then return 8 end
 -- A buyer first: a retry of an order whose first answer was lost must
 -- find the order it placed, even once the window has ended, the stock run
 -- out or the voucher gone off the shelf (the caller then answers with the
@@ -37,5 +42,5 @@ redis.call('SADD', KEYS[3], ARGV[1])
 redis.call('XADD', KEYS[4], '*', 'id', ARGV[2], 'userId', ARGV[1], 'voucherId', ARGV[3], 'ts', now)
 redis.call('HSET', KEYS[5], ARGV[2], ARGV[1] .. ':' .. now)
 redis.call('HSET', KEYS[6], ARGV[1], ARGV[2])
-if KEYS[7] then redis.call('SET', KEYS[7], ARGV[2], 'PX', ARGV[4]) end
+if KEYS[7] then redis.call('SET', KEYS[7], ARGV[2], 'PX', ARGV[5]) end
 return 0

@@ -429,6 +429,37 @@ async fn an_order_whose_lost_call_runs_after_its_deadline_is_answered_accepted_n
     assert_eq!(row, Some(user_id), "the answer names the order that exists");
 }
 
+#[tokio::test]
+async fn an_order_call_that_reaches_redis_after_its_answer_went_out_places_nothing() {
+    // Redis stalls the call (as a cut link holds it in its queue) past the
+    // deadline (1 s) and the last look (3 s, whose lookups time out after
+    // 2 s each): the buyer is told 503 at about 6 s, and
+    // the call, run when the stall ends, must not place an order nobody
+    // was told of. It used to: a row whose buyer heard "unavailable".
+    let proxy = common::proxy::Proxy::to_redis().await;
+    let app = TestApp::spawn_on_with(OrderPath::Async, |c| {
+        c.seckill.request_deadline_ms = 1_000;
+        common::redis_behind(&proxy, c);
+    })
+    .await;
+    let voucher = app.open_seckill(5).await;
+    let users = app.seed_users(2).await;
+    // A first order loads the script: the stalled call is the order itself.
+    expect_ok(app.order(voucher, &users[0].1).await).await;
+    let token = &users[1].1;
+    proxy.stall_on(&order_script(), Duration::from_secs(8));
+    let answer = app.order(voucher, token).await;
+    assert!(proxy.stall_fired(), "Redis stalled at the order script");
+    assert_eq!(answer.status(), StatusCode::SERVICE_UNAVAILABLE);
+
+    // The stalled call has run by now (8 s); it placed nothing.
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let report = app.drained(voucher, Duration::from_secs(15)).await;
+    assert!(report.agrees(), "{}", report.render());
+    assert_eq!(app.orders_of(voucher).await.0, 1, "a call past its last moment placed an order");
+    expect_ok(app.order(voucher, token).await).await;
+}
+
 /// Seen: a voucher of 10, one order persisted, the row lowered by hand to
 /// 4. Redis still held 9 and accepted 9; MariaDB could take 4; the five
 /// dead letters each gave a unit back to Redis, which then told later

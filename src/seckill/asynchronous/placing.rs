@@ -61,11 +61,15 @@ impl AsyncMode {
         let owner = store::OrderOwner { user_id, voucher_id };
         let redis = &self.redis;
         let deadline = tokio::time::Instant::now() + self.deadline;
+        // Past the deadline and the last look, the answer is out: a call
+        // Redis runs later places nothing.
+        let not_after_ms = chrono::Utc::now().timestamp_millis() + (self.deadline + LAST_LOOK).as_millis() as i64;
+        let order = OrderCall { user_id, order_id, voucher_id, spend, not_after_ms };
         let mut loaded_once = false;
         // Set once a call's answer was lost: that call may still run in Redis.
         let mut uncertain = false;
         loop {
-            let called = self.run_order_script(redis, &keys, user_id, order_id, voucher_id, spend).await;
+            let called = self.run_order_script(redis, &keys, &order).await;
             // A call whose answer was lost (Redis paused, a timeout) may be
             // executed later. The same call, same order id, is tried again until
             // the deadline: whichever runs first accepts the order, once (the
@@ -102,6 +106,13 @@ impl AsyncMode {
                 Verdict::Dry => refill(&segments, segment, deadline).await?,
                 Verdict::OffShelf => return Err(SeckillError::OffShelf),
                 Verdict::PathUsed => return Err(SeckillError::PathUsed),
+                // Only where this instance's clock runs behind Redis's by
+                // more than the deadline: nothing was placed.
+                Verdict::TooLate => {
+                    return Err(SeckillError::unavailable(
+                        "the order reached Redis after its deadline and was not placed; ask again",
+                    ));
+                }
                 Verdict::Unknown(other) => {
                     return Err(SeckillError::internal(anyhow::anyhow!(
                         "the order script answered {other} for voucher {voucher_id}"
@@ -119,11 +130,9 @@ impl AsyncMode {
         &self,
         redis: &Redis,
         keys: &SeckillKeys,
-        user_id: u64,
-        order_id: i64,
-        voucher_id: u64,
-        spend: Option<PathUse>,
+        order: &OrderCall,
     ) -> redis::RedisResult<(Verdict, Option<u32>)> {
+        let &OrderCall { user_id, order_id, voucher_id, spend, not_after_ms } = order;
         let waiting = self.replica_wait.acks > 0 && !self.replica_wait.recently_short(voucher_id);
         let mut call = redis::cmd("EVALSHA");
         call.arg(ORDER.get_hash())
@@ -137,7 +146,7 @@ impl AsyncMode {
         if let Some(spend) = spend {
             call.arg(keys.path_use(spend.id));
         }
-        call.arg(user_id).arg(order_id).arg(voucher_id);
+        call.arg(user_id).arg(order_id).arg(voucher_id).arg(not_after_ms);
         if let Some(spend) = spend {
             call.arg(spend.keep_ms(chrono::Utc::now().timestamp_millis()));
         }
@@ -289,6 +298,16 @@ impl AsyncMode {
 /// A pending or failed hash's `<userId>:<ts ms>` is this user's.
 fn accepted_by(accepted: &str, user_id: u64) -> bool {
     accepted.split_once(':').is_some_and(|(owner, _)| owner.parse() == Ok(user_id))
+}
+
+/// One order's call of the order script, the same on every try.
+struct OrderCall {
+    user_id: u64,
+    order_id: i64,
+    voucher_id: u64,
+    spend: Option<PathUse>,
+    /// Unix ms past which Redis places nothing for it.
+    not_after_ms: i64,
 }
 
 /// A dry segment borrows from the fullest, so the order can be asked

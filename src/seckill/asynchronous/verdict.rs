@@ -20,6 +20,8 @@ pub(super) enum Verdict {
     OffShelf,
     /// 7: the sale path was spent by another order.
     PathUsed,
+    /// 8: the call reached Redis past its last moment and placed nothing.
+    TooLate,
     /// A number the script does not answer: a script and a service of
     /// different versions.
     Unknown(i64),
@@ -36,6 +38,7 @@ impl From<i64> for Verdict {
             5 => Self::Dry,
             6 => Self::OffShelf,
             7 => Self::PathUsed,
+            8 => Self::TooLate,
             other => Self::Unknown(other),
         }
     }
