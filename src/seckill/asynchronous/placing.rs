@@ -35,6 +35,9 @@ const RETRY_PAUSE: Duration = Duration::from_millis(100);
 /// before the answer says "unknown": within nginx's 30 s with the largest
 /// deadline (25 s) and a Redis response timeout (2 s).
 const LAST_LOOK: Duration = Duration::from_secs(3);
+/// Past the deadline, how long a call may still place its order: half the
+/// last look, whose second half can then settle "not placed" for good.
+const LAST_PLACING: Duration = Duration::from_millis(1_500);
 
 impl AsyncMode {
     /// The asynchronous order: decided in Redis; returns its id once it is
@@ -61,9 +64,10 @@ impl AsyncMode {
         let owner = store::OrderOwner { user_id, voucher_id };
         let redis = &self.redis;
         let deadline = tokio::time::Instant::now() + self.deadline;
-        // Past the deadline and the last look, the answer is out: a call
-        // Redis runs later places nothing.
-        let not_after_ms = chrono::Utc::now().timestamp_millis() + (self.deadline + LAST_LOOK).as_millis() as i64;
+        // A call Redis runs past this places nothing (a call held in a cut
+        // link's queue and delivered when it heals): the last look can
+        // then tell "not placed" for good.
+        let not_after_ms = chrono::Utc::now().timestamp_millis() + (self.deadline + LAST_PLACING).as_millis() as i64;
         let order = OrderCall { user_id, order_id, voucher_id, spend, not_after_ms };
         let mut loaded_once = false;
         // Set once a call's answer was lost: that call may still run in Redis.
@@ -83,7 +87,7 @@ impl AsyncMode {
                         tokio::time::sleep(RETRY_PAUSE).await;
                         continue;
                     }
-                    return self.out_of_time(&keys, owner, order_id, err).await;
+                    return self.out_of_time(&keys, &order, err).await;
                 }
                 Err(err) => return Err(err.into()),
             };
@@ -208,11 +212,11 @@ impl AsyncMode {
     async fn out_of_time(
         &self,
         keys: &SeckillKeys,
-        owner: store::OrderOwner,
-        order_id: i64,
+        order: &OrderCall,
         err: redis::RedisError,
     ) -> SeckillResult<PlacedOrder> {
-        match self.accepted_after_all(keys, owner, order_id).await {
+        let (owner, order_id) = (order.owner(), order.order_id);
+        match self.accepted_after_all(keys, order).await {
             Some(true) => Ok(self.accepted_on_a_lost_call(owner, order_id)),
             Some(false) => Err(err.into()),
             None => Err(SeckillError::outcome_unknown(anyhow::anyhow!(
@@ -231,7 +235,7 @@ impl AsyncMode {
         order_id: i64,
         uncertain: bool,
     ) -> SeckillResult<PlacedOrder> {
-        if uncertain && self.accepted_before(keys, owner, order_id).await? {
+        if uncertain && self.accepted_before(keys, owner, order_id).await?.accepted {
             return Ok(self.accepted_on_a_lost_call(owner, order_id));
         }
         let pending: Option<i64> = self.redis.clone().hget(&keys.holders, owner.user_id).await.ok().flatten();
@@ -257,18 +261,22 @@ impl AsyncMode {
         PlacedOrder { id: order_id, replicated }
     }
 
-    /// `accepted_before`, asked until Redis answers or `LAST_LOOK` has
-    /// passed (`None`: still unknown).
-    async fn accepted_after_all(&self, keys: &SeckillKeys, owner: store::OrderOwner, order_id: i64) -> Option<bool> {
+    /// `accepted_before`, asked until it finds the order, or finds it not
+    /// placed at a moment (Redis's clock) past which no call of the order
+    /// can place it, or `LAST_LOOK` has passed (`None`: still unknown).
+    async fn accepted_after_all(&self, keys: &SeckillKeys, order: &OrderCall) -> Option<bool> {
         let until = tokio::time::Instant::now() + LAST_LOOK;
         loop {
-            match self.accepted_before(keys, owner, order_id).await {
-                Ok(accepted) => return Some(accepted),
+            match self.accepted_before(keys, order.owner(), order.order_id).await {
+                Ok(look) if look.accepted => return Some(true),
+                Ok(look) if look.redis_ms > order.not_after_ms => return Some(false),
+                // A call of it may still be on its way.
+                Ok(_) if tokio::time::Instant::now() < until => tokio::time::sleep(RETRY_PAUSE).await,
                 Err(err) if tokio::time::Instant::now() < until => {
-                    tracing::warn!(order_id, error = %err, "looking for a lost call's order failed; again");
+                    tracing::warn!(order_id = order.order_id, error = %err, "looking for a lost call's order failed; again");
                     tokio::time::sleep(RETRY_PAUSE).await;
                 }
-                Err(_) => return None,
+                _ => return None,
             }
         }
     }
@@ -282,17 +290,26 @@ impl AsyncMode {
         keys: &SeckillKeys,
         order: store::OrderOwner,
         order_id: i64,
-    ) -> SeckillResult<bool> {
-        let (pending, failed): (Option<String>, Option<String>) = redis::pipe()
+    ) -> SeckillResult<Look> {
+        // Redis's clock first: a call that runs after it is read and before
+        // the hashes are runs past it too.
+        let ((secs, micros), pending, failed): ((i64, i64), Option<String>, Option<String>) = redis::pipe()
+            .cmd("TIME")
             .hget(&keys.pending, order_id)
             .hget(&keys.failed, order_id)
             .query_async(&mut self.redis.clone())
             .await?;
-        if [pending, failed].iter().flatten().any(|accepted| accepted_by(accepted, order.user_id)) {
-            return Ok(true);
-        }
-        Ok(store::existing_orders(&self.db, &[order_id]).await?.get(&order_id) == Some(&order))
+        let redis_ms = secs * 1_000 + micros / 1_000;
+        let accepted = [pending, failed].iter().flatten().any(|accepted| accepted_by(accepted, order.user_id))
+            || store::existing_orders(&self.db, &[order_id]).await?.get(&order_id) == Some(&order);
+        Ok(Look { accepted, redis_ms })
     }
+}
+
+/// What Redis and MariaDB held of an order at a moment of Redis's clock.
+struct Look {
+    accepted: bool,
+    redis_ms: i64,
 }
 
 /// A pending or failed hash's `<userId>:<ts ms>` is this user's.
@@ -308,6 +325,12 @@ struct OrderCall {
     spend: Option<PathUse>,
     /// Unix ms past which Redis places nothing for it.
     not_after_ms: i64,
+}
+
+impl OrderCall {
+    fn owner(&self) -> store::OrderOwner {
+        store::OrderOwner { user_id: self.user_id, voucher_id: self.voucher_id }
+    }
 }
 
 /// A dry segment borrows from the fullest, so the order can be asked
