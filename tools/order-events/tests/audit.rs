@@ -26,17 +26,7 @@ async fn consumed(db: &MySqlPool, event: &Event, seq: u64) {
 
 #[tokio::test]
 async fn an_audit_holds_no_event_an_earlier_life_of_its_voucher_left() {
-    let (_, database, prefix) = scratch::test_config();
-    let db =
-        hmdp::startup::connect_database(&format!("{}/{database}", scratch::database_server_url()), 2).await.unwrap();
-    // The audit reads the orders' id, voucher and status.
-    sqlx::query(
-        "CREATE TABLE tb_voucher_order (id BIGINT PRIMARY KEY, voucher_id BIGINT UNSIGNED, status TINYINT UNSIGNED)",
-    )
-    .execute(&db)
-    .await
-    .unwrap();
-    inbox::create_tables(&db).await.unwrap();
+    let (db, database, prefix) = orders_and_inbox().await;
     let voucher = 7;
     // Voucher 7 of a database since made again sold order 1; its row is gone.
     consumed(&db, &created(1, voucher), 1).await;
@@ -68,7 +58,8 @@ fn event(order: i64, voucher: u64, kind: &str, state: &str) -> Event {
     }
 }
 
-/// A scratch database holding the orders' table and the consumer's.
+/// A scratch database holding the orders' table (the audit reads their
+/// id, voucher and status) and the consumer's.
 async fn orders_and_inbox() -> (MySqlPool, String, String) {
     let (_, database, prefix) = scratch::test_config();
     let db =
