@@ -59,8 +59,10 @@ pub struct AsyncSettings {
     /// Asynchronous mode: the bound of that wait, 1 to 10,000. An order no
     /// replica acknowledged in time is answered 202 with its id (`success:
     /// true`, `errorMsg` says so), and `GET /voucher-order/{id}` tells
-    /// whether it lasted. One `WAIT` at a time per slot covers every order
-    /// answered before it was sent (a group wait), so a master without a
+    /// whether it lasted. The `WAIT` follows the order's script in one
+    /// pipeline on one connection (it counts what its own connection
+    /// wrote), and the orders of one slot that arrive while a pipeline is
+    /// out go together in the next, behind one `WAIT`: a master without a
     /// replica costs each order one or two bounds, not the queue's. A
     /// voucher whose wait came back short skips the wait for 1 s (202 at
     /// once).
