@@ -71,6 +71,11 @@ pub struct Acknowledged {
 
 /// Writes one pipeline carries at most; the rest go in the next.
 const BATCH_MAX: usize = 256;
+/// Past its `WAIT`'s bound, how long a pipeline may take before its writes
+/// are answered "timed out": a turn never holds its slot for good, whatever
+/// the client's retries and reconnections do meanwhile (a master killed
+/// mid-sale held orders for 30 s and more).
+const PIPELINE_GRACE: Duration = Duration::from_secs(2);
 
 impl ReplicaBarrier {
     /// `redis` should be a connection of its own: while a `WAIT` runs,
@@ -111,9 +116,15 @@ impl ReplicaBarrier {
             }
         });
         let _ = turn.await;
-        answered.await.unwrap_or_else(|_| {
-            Err(RedisError::from((ErrorKind::Io, "the pipeline carrying the write was dropped before it answered")))
-        })
+        // The turn is bounded (one pipeline ahead and its own, each bounded);
+        // this only guards against a turn that ended without answering.
+        match tokio::time::timeout(2 * (timeout + PIPELINE_GRACE), answered).await {
+            Ok(Ok(written)) => written,
+            Ok(Err(_)) => {
+                Err(RedisError::from((ErrorKind::Io, "the pipeline carrying the write was dropped before it answered")))
+            }
+            Err(_) => Err(timed_out()),
+        }
     }
 }
 
@@ -125,7 +136,9 @@ impl Shared {
             pipe.add_command(job.write.clone());
         }
         pipe.cmd("WAIT").arg(replicas).arg(timeout.as_millis().max(1) as u64);
-        let replies: RedisResult<Vec<RedisResult<Value>>> = pipe.query_async(&mut self.redis.clone()).await;
+        let mut redis = self.redis.clone();
+        let replies = tokio::time::timeout(timeout + PIPELINE_GRACE, pipe.query_async(&mut redis)).await;
+        let replies: RedisResult<Vec<RedisResult<Value>>> = replies.unwrap_or_else(|_| Err(timed_out()));
         let mut replies = match replies {
             Ok(replies) if replies.len() == jobs.len() + 1 => replies,
             Ok(replies) => {
@@ -143,8 +156,14 @@ impl Shared {
         // A slot moved (a failover): the pipeline's replies do not teach the
         // cluster connection its new map, as a single command's `MOVED`
         // does; one keyed read does.
+        // (Beside the turn: the next pipeline need not wait for it.)
         if replies.iter().any(|r| matches!(r, Err(e) if matches!(e.retry_method(), RetryMethod::MovedRedirect))) {
-            let _: RedisResult<bool> = redis::cmd("EXISTS").arg(key).query_async(&mut self.redis.clone()).await;
+            let (mut redis, key) = (self.redis.clone(), key.to_owned());
+            tokio::spawn(async move {
+                let mut exists = redis::cmd("EXISTS");
+                exists.arg(key);
+                let _ = tokio::time::timeout(PIPELINE_GRACE, exists.query_async::<bool>(&mut redis)).await;
+            });
         }
         for (job, reply) in jobs.into_iter().zip(replies) {
             let _ = job.answer.send(Ok(Acknowledged { reply, replicas: waited }));
@@ -156,4 +175,9 @@ fn answer_all(jobs: Vec<Job>, err: &RedisError) {
     for job in jobs {
         let _ = job.answer.send(Err(err.clone()));
     }
+}
+
+/// A write whose pipeline outlasted its bound: it may have run or not.
+fn timed_out() -> RedisError {
+    RedisError::from(std::io::Error::new(std::io::ErrorKind::TimedOut, "the pipeline of writes and WAIT timed out"))
 }

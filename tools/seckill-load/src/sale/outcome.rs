@@ -56,6 +56,21 @@ fn by_voucher(plan: &plan::Plan, answers: &[(usize, Outcome, Option<i64>)]) -> V
     split
 }
 
+/// The database, asked again until it answers or `within` has passed.
+async fn connect_within(url: &str, within: Duration) -> anyhow::Result<sqlx::MySqlPool> {
+    let until = Instant::now() + within;
+    loop {
+        match connect_database(url, 4).await {
+            Ok(db) => return Ok(db),
+            Err(err) if Instant::now() < until => {
+                eprintln!("MariaDB does not answer yet ({err:#}); again");
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+            Err(err) => return Err(err),
+        }
+    }
+}
+
 pub(super) async fn settle(
     args: &Args,
     run: &mut Run<'_>,
@@ -73,9 +88,10 @@ pub(super) async fn settle(
     let first_sent = run.tally.recorder.first_sent().unwrap_or_else(Instant::now);
     let drain_timeout = Duration::from_secs_f64(args.drain_timeout);
     // A fresh pool for what follows: a fault run may have killed the idle
-    // connections of the first one while the sale ran.
+    // connections of the first one while the sale ran, or MariaDB itself,
+    // which a sale shorter than its restart outlives.
     db.close().await;
-    let db = connect_database(args.db.as_str(), 4).await?;
+    let db = connect_within(args.db.as_str(), drain_timeout).await?;
     let expected: Vec<(u64, i64)> = (plan.vouchers.iter().zip(before).enumerate())
         .map(|(k, (voucher, before))| (*voucher, before.orders + (successes[k] + unreplicated[k]) as i64))
         .collect();
