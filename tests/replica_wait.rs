@@ -1,9 +1,9 @@
-//! The replicas' acknowledgement of an order (`hmdp_redis::ReplicaBarrier`)
+//! The replicas' acknowledgement of an order (`hmdp_redis::barrier::ReplicaBarrier`)
 //! against a master and a replica of the test's own.
 
 use std::time::{Duration, Instant};
 
-use hmdp_redis::{Endpoint, ReplicaBarrier};
+use hmdp_redis::{Endpoint, barrier::ReplicaBarrier};
 use hmdp_test_support::redis_server::RedisServer;
 
 fn incr(key: &str) -> redis::Cmd {

@@ -8,7 +8,9 @@
 //! On a cluster every command is routed by its first key; a script, a
 //! pipeline or a transaction must keep its keys in one slot (hash tags).
 
-mod barrier;
+/// The replicas' acknowledgement of a write (a module of its own because it
+/// builds on [`Redis`]; the crate root does not re-export it back).
+pub mod barrier;
 
 use std::{
     sync::{
@@ -17,8 +19,6 @@ use std::{
     },
     time::Duration,
 };
-
-pub use barrier::{Acknowledged, ReplicaBarrier};
 
 use redis::{
     Cmd, FromRedisValue, Pipeline, RedisError, RedisFuture, RedisResult, Value,

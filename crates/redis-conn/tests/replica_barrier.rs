@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use hmdp_redis::{Endpoint, Redis, ReplicaBarrier};
+use hmdp_redis::{Endpoint, Redis, barrier::ReplicaBarrier};
 use redis::AsyncCommands;
 
 async fn wait_calls(redis: &mut Redis) -> u64 {

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use hmdp_redis::{Redis, ReplicaBarrier};
+use hmdp_redis::{Redis, barrier::ReplicaBarrier};
 
 use crate::{config::RedisSettings, connect::connect_redis_with, recent::RecentIds};
 
