@@ -322,15 +322,22 @@ async fn a_group_with_a_duplicate_a_lost_lock_and_a_refused_row_commits_only_the
     assert!(!holders.contains(&lost.0) && !holders.contains(&refused.0), "{holders:?}");
 }
 
-/// The connection to MariaDB dies right after it carried the order's
-/// COMMIT: MariaDB committed, the app never heard so.
-async fn a_lost_commit_answer_is_looked_up(batch: usize) {
+/// An app whose MariaDB connections pass a proxy the test can cut, its
+/// orders grouped `batch` to a commit.
+async fn app_behind_database_proxy(batch: usize) -> (common::proxy::Proxy, TestApp) {
     let proxy = common::proxy::Proxy::to_database().await;
     let app = TestApp::spawn_with(|c| {
         c.db.url = DatabaseUrl::new(c.db.url.as_str().replace(&common::database_server_url(), &proxy.url()));
         c.seckill.sync.order_batch_max = batch;
     })
     .await;
+    (proxy, app)
+}
+
+/// The connection to MariaDB dies right after it carried the order's
+/// COMMIT: MariaDB committed, the app never heard so.
+async fn a_lost_commit_answer_is_looked_up(batch: usize) {
+    let (proxy, app) = app_behind_database_proxy(batch).await;
     let voucher = app.open_seckill(5).await;
     let (user_id, token) = app.seed_users(1).await.remove(0);
 
@@ -365,12 +372,7 @@ async fn a_group_whose_commit_answer_is_lost_is_looked_up_and_answered_as_placed
 /// another user's row under its id, and lets the lookup through.
 async fn a_lost_commit_is_not_settled_by_another_users_row(batch: usize) {
     use sqlx::Connection;
-    let proxy = common::proxy::Proxy::to_database().await;
-    let app = TestApp::spawn_with(|c| {
-        c.db.url = DatabaseUrl::new(c.db.url.as_str().replace(&common::database_server_url(), &proxy.url()));
-        c.seckill.sync.order_batch_max = batch;
-    })
-    .await;
+    let (proxy, app) = app_behind_database_proxy(batch).await;
     let voucher = app.open_seckill(5).await;
     let users = app.seed_users(2).await;
     let ((buyer, token), (other, _)) = (users[0].clone(), users[1].clone());

@@ -74,6 +74,18 @@ async fn orders_and_inbox() -> (MySqlPool, String, String) {
     (db, database, prefix)
 }
 
+/// Orders 1 and 2, both paid, of the voucher returned.
+async fn two_paid_orders(db: &MySqlPool) -> u64 {
+    let voucher = 7;
+    sqlx::query("INSERT INTO tb_voucher_order VALUES (1, ?, 2), (2, ?, 2)")
+        .bind(voucher)
+        .bind(voucher)
+        .execute(db)
+        .await
+        .unwrap();
+    voucher
+}
+
 /// The stream holds an order's `created` then its `paid`, but the
 /// consumer applied the `paid` first (a redelivery, a second consumer):
 /// its view went PAID, then back to UNPAID. The audit holds the order the
@@ -81,13 +93,7 @@ async fn orders_and_inbox() -> (MySqlPool, String, String) {
 #[tokio::test]
 async fn an_audit_fails_events_applied_out_of_their_orders_life() {
     let (db, database, prefix) = orders_and_inbox().await;
-    let voucher = 7;
-    sqlx::query("INSERT INTO tb_voucher_order VALUES (1, ?, 2), (2, ?, 2)")
-        .bind(voucher)
-        .bind(voucher)
-        .execute(&db)
-        .await
-        .unwrap();
+    let voucher = two_paid_orders(&db).await;
     consumed(&db, &event(1, voucher, "created", "UNPAID"), 1).await;
     consumed(&db, &event(1, voucher, "paid", "PAID"), 2).await;
     consumed(&db, &event(2, voucher, "paid", "PAID"), 4).await;
@@ -105,13 +111,7 @@ async fn an_audit_fails_events_applied_out_of_their_orders_life() {
 #[tokio::test]
 async fn an_audit_fails_an_orders_view_that_is_not_its_rows_state() {
     let (db, database, prefix) = orders_and_inbox().await;
-    let voucher = 7;
-    sqlx::query("INSERT INTO tb_voucher_order VALUES (1, ?, 2), (2, ?, 2)")
-        .bind(voucher)
-        .bind(voucher)
-        .execute(&db)
-        .await
-        .unwrap();
+    let voucher = two_paid_orders(&db).await;
     for order in [1, 2] {
         consumed(&db, &event(order, voucher, "created", "UNPAID"), 2 * order as u64).await;
         consumed(&db, &event(order, voucher, "paid", "PAID"), 2 * order as u64 + 1).await;
