@@ -244,15 +244,18 @@ impl Relay {
             return Ok(Round::CaughtUp);
         }
         let Published { acked, duplicates, failure } = publisher.publish(&events).await;
+        // Counted before the rows are taken out: the broker dropped these
+        // copies whatever becomes of this round's DELETE (which may wait on
+        // the locks of the dead holder's round, or fail and come again).
+        if duplicates > 0 {
+            metrics::counter!("hmdp_outbox_duplicates_total").increment(duplicates);
+            tracing::info!(duplicates, "the broker dropped copies of events published before and never taken out");
+        }
         store::take_published(&self.db, &acked, self.settings.outbox_retention_s > 0).await?;
         debug_assert!(acked.is_sorted(), "acked in the order the events were published");
         let was_acked = |seq: &u64| acked.binary_search(seq).is_ok();
         let left: Vec<u64> = read_seqs.iter().copied().filter(|seq| !was_acked(seq)).collect();
         cursor.advance(&read_seqs, &left, cut_off, Instant::now());
-        if duplicates > 0 {
-            metrics::counter!("hmdp_outbox_duplicates_total").increment(duplicates);
-            tracing::info!(duplicates, "the broker dropped copies of events published before and never taken out");
-        }
         let now = chrono::Utc::now().naive_utc();
         let lag = metrics::histogram!("hmdp_outbox_lag_seconds");
         for event in events.iter().filter(|e| was_acked(&e.seq)) {
