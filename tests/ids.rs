@@ -140,9 +140,7 @@ fn drawn_twice(ids: &[i64]) -> HashMap<i64, usize> {
 #[tokio::test]
 async fn ids_stay_unique_through_a_failover_between_instances_whose_clocks_differ_by_ten_seconds() {
     let test = "ids_stay_unique_through_a_failover_between_instances_whose_clocks_differ_by_ten_seconds";
-    let Some(master) = RedisServer::start(test).await else { return };
-    let Some(replica) = RedisServer::start(test).await else { return };
-    replica.replicate(&master).await;
+    let Some((master, replica)) = RedisServer::master_with_replica(test).await else { return };
     // The world's time, moved on by the test; A reads it 10 s ahead.
     let noon = Utc::now().date_naive().and_hms_opt(12, 0, 0).unwrap().and_utc();
     let world = Arc::new(AtomicI64::new(noon.timestamp_millis()));

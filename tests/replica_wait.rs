@@ -18,9 +18,7 @@ fn incr(key: &str) -> redis::Cmd {
 #[tokio::test]
 async fn a_write_is_never_counted_as_on_a_replica_that_is_stalled_even_when_its_connection_is_killed() {
     let test = "a_write_is_never_counted_as_on_a_replica_that_is_stalled_even_when_its_connection_is_killed";
-    let Some(master) = RedisServer::start(test).await else { return };
-    let Some(replica) = RedisServer::start(test).await else { return };
-    replica.replicate(&master).await;
+    let Some((master, replica)) = RedisServer::master_with_replica(test).await else { return };
     let redis = Endpoint::new(&master.url(), None).unwrap().connect(Duration::from_secs(5)).await.unwrap();
     let barrier = ReplicaBarrier::new(redis);
     let key = "test:stalled:{barrier}";

@@ -877,9 +877,7 @@ async fn mine_lists_a_pending_order_whose_id_another_users_row_holds() {
 #[tokio::test]
 async fn an_instance_started_after_a_failover_learns_the_orders_the_promoted_replica_never_saw() {
     let test = "an_instance_started_after_a_failover_learns_the_orders_the_promoted_replica_never_saw";
-    let Some(master) = common::redis_server::RedisServer::start(test).await else { return };
-    let Some(replica) = common::redis_server::RedisServer::start(test).await else { return };
-    replica.replicate(&master).await;
+    let Some((master, replica)) = common::redis_server::RedisServer::master_with_replica(test).await else { return };
     let on = |server: &common::redis_server::RedisServer| {
         let url = server.url();
         move |c: &mut hmdp::config::Config| {

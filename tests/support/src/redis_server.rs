@@ -88,6 +88,14 @@ impl RedisServer {
         false
     }
 
+    /// A fresh master and a replica of it, synchronised; `None` as `start`.
+    pub async fn master_with_replica(test: &str) -> Option<(Self, Self)> {
+        let master = Self::start(test).await?;
+        let replica = Self::start(test).await?;
+        replica.replicate(&master).await;
+        Some((master, replica))
+    }
+
     /// Makes this server a replica of `master` and waits until it holds
     /// everything the master has.
     pub async fn replicate(&self, master: &RedisServer) {

@@ -35,24 +35,39 @@ fn happened() -> Injection {
     Injection { happened: true, evidence: "12 connections killed".into(), recovered: true, started: now, ended: now }
 }
 
-fn verdict(audit: &Audit, injection: &Injection, wall_secs: f64) -> Vec<String> {
-    let others = BTreeMap::new();
-    let again = Ok(());
+/// A synchronous run of `fault` over `audits` (2.4 s, the fault at 0.5 s),
+/// the rest of it a clean one's; each test changes what it is about.
+fn run_of<'a>(
+    fault: &'a str,
+    audits: &'a [Audit],
+    others: &'a BTreeMap<String, u64>,
+    injection: &'a Injection,
+) -> Run<'a> {
+    static SERVED_AGAIN: Result<(), String> = Ok(());
     Run {
         mode: "sync",
-        fault: "db-kill",
+        fault,
         fault_at: 0.5,
-        wall_secs,
-        outcomes: vec![("SUCCESS".into(), 4_000), ("SOLD_OUT".into(), 2_000)],
-        others: &others,
+        wall_secs: 2.4,
+        outcomes: vec![],
+        others,
         retries: None,
         after_sale: None,
-        audits: std::slice::from_ref(audit),
-        load_passed: audit.passed,
+        audits,
+        load_passed: audits.iter().all(|a| a.passed),
         injection,
-        orders_again: &again,
+        orders_again: &SERVED_AGAIN,
         locks_lost: 0,
         during_fault: 0,
+    }
+}
+
+fn verdict(audit: &Audit, injection: &Injection, wall_secs: f64) -> Vec<String> {
+    let others = BTreeMap::new();
+    Run {
+        wall_secs,
+        outcomes: vec![("SUCCESS".into(), 4_000), ("SOLD_OUT".into(), 2_000)],
+        ..run_of("db-kill", std::slice::from_ref(audit), &others, injection)
     }
     .problems()
 }
@@ -107,23 +122,8 @@ fn a_success_without_its_row_fails_and_an_instance_kill_may_lose_only_answers() 
         Some(AnswerCheck { success_orders: 3_995, rows_told_failed: 5, untold_live_rows: 5, ..AnswerCheck::default() });
     audit.success_answers = 3_995;
     audit.passed = false;
-    let (others, again) = (BTreeMap::from([("HTTP 502 not an envelope".to_owned(), 5)]), Ok(()));
-    let run = Run {
-        mode: "sync",
-        fault: "instance-kill",
-        fault_at: 0.5,
-        wall_secs: 2.4,
-        outcomes: vec![],
-        others: &others,
-        retries: None,
-        after_sale: None,
-        audits: std::slice::from_ref(&audit),
-        load_passed: false,
-        injection: &happened(),
-        orders_again: &again,
-        locks_lost: 3,
-        during_fault: 0,
-    };
+    let (others, injection) = (BTreeMap::from([("HTTP 502 not an envelope".to_owned(), 5)]), happened());
+    let run = Run { locks_lost: 3, ..run_of("instance-kill", std::slice::from_ref(&audit), &others, &injection) };
     assert_eq!(run.problems(), Vec::<String>::new());
     assert!(run.row().starts_with("| sync | instance-kill | 2.40 s |"), "{}", run.row());
     assert!(run.row().contains("; 0 sold in the 0.00 s the fault lasted"), "{}", run.row());
@@ -159,23 +159,8 @@ fn a_sale_of_several_vouchers_is_summed_in_its_row_and_each_problem_names_its_vo
     second.answers = Some(AnswerCheck { success_orders: 4_000, success_without_row: 2, ..AnswerCheck::default() });
     second.passed = false;
     let audits = [first, second];
-    let (others, again, injection) = (BTreeMap::new(), Ok(()), happened());
-    let run = Run {
-        mode: "sync",
-        fault: "redis-master-kill",
-        fault_at: 0.5,
-        wall_secs: 2.4,
-        outcomes: vec![],
-        others: &others,
-        retries: None,
-        after_sale: None,
-        audits: &audits,
-        load_passed: false,
-        injection: &injection,
-        orders_again: &again,
-        locks_lost: 0,
-        during_fault: 0,
-    };
+    let (others, injection) = (BTreeMap::new(), happened());
+    let run = run_of("redis-master-kill", &audits, &others, &injection);
     let problems = run.problems();
     assert!(problems.iter().any(|p| p == "voucher 8: 2 success answers without their row"), "{problems:?}");
     assert!(!problems.iter().any(|p| p.starts_with("voucher 7:")), "{problems:?}");
