@@ -7,6 +7,7 @@
 use hmdp_test_support as common;
 
 use std::{
+    os::unix::process::CommandExt,
     process::{Child, Command, Stdio},
     sync::{
         Arc,
@@ -24,7 +25,9 @@ fn env(name: &str) -> String {
     std::env::var(name).unwrap_or_else(|_| panic!("{name} must be set (run through scripts/test)"))
 }
 
-/// chromedriver on a free port, killed when dropped.
+/// chromedriver on a free port, in a process group of its own, so that
+/// the chromium it starts (which outlives a killed chromedriver) is killed
+/// with it when dropped.
 struct Driver {
     child: Child,
     port: u16,
@@ -36,6 +39,7 @@ impl Driver {
         let binary = std::env::var("CHROMEDRIVER").unwrap_or_else(|_| "chromedriver".into());
         let child = Command::new(&binary)
             .arg(format!("--port={port}"))
+            .process_group(0)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -75,6 +79,8 @@ impl Driver {
 
 impl Drop for Driver {
     fn drop(&mut self) {
+        let group = format!("-{}", self.child.id());
+        let _ = Command::new("kill").args(["-KILL", "--", &group]).status();
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
