@@ -12,7 +12,7 @@ use std::{
 use chrono::NaiveDateTime;
 use futures::StreamExt;
 use serde::Serialize;
-use serde_json::{Value, json};
+use serde_json::json;
 use sqlx::MySqlPool;
 
 /// Requests in flight at once in the scenario's waves.
@@ -101,16 +101,23 @@ pub struct Scenario {
 }
 
 /// Runs the scenario. `winners`: (user index, token, order id) of the
-/// first wave's successes; `losers`: (user index, token) of its refusals.
-pub async fn run(
+/// first wave's successes; `losers`: the user indexes of its refusals,
+/// each of whom `buy` sends to order again (its order id on a success).
+#[allow(clippy::too_many_arguments)]
+pub async fn run<B, F>(
     client: &reqwest::Client,
     base: &str,
     db: &MySqlPool,
     voucher: u64,
     winners: &[(usize, String, i64)],
-    losers: &[(usize, String)],
+    losers: &[usize],
     scenario: Scenario,
-) -> anyhow::Result<AfterSaleReport> {
+    buy: B,
+) -> anyhow::Result<AfterSaleReport>
+where
+    B: Fn(usize) -> F,
+    F: std::future::Future<Output = Option<i64>>,
+{
     let Scenario { pay_percent, pay_timeout } = scenario;
     let paying = ((winners.len() as f64) * pay_percent / 100.0).round() as usize;
     let paid = futures::stream::iter(winners.iter().take(paying))
@@ -137,16 +144,9 @@ pub async fn run(
     // (An instance that did not return them learns within a second.)
     tokio::time::sleep(Duration::from_millis(1_500)).await;
     let bought: Vec<(usize, i64)> = futures::stream::iter(losers)
-        .map(|(user, token)| {
-            let url = format!("{base}/voucher-order/seckill/{voucher}");
-            async move {
-                let resp = client.post(url).header("authorization", token).send().await.ok()?;
-                if !resp.status().is_success() {
-                    return None;
-                }
-                let body: Value = resp.json().await.ok()?;
-                Some((*user, body["data"].as_str()?.parse().ok()?))
-            }
+        .map(|&user| {
+            let bought = buy(user);
+            async move { Some((user, bought.await?)) }
         })
         .buffer_unordered(IN_FLIGHT)
         .filter_map(std::future::ready)

@@ -135,7 +135,14 @@ pub async fn check_answers(
     answers: &[(usize, Outcome, Option<i64>)],
 ) -> anyhow::Result<Option<AnswerCheck>> {
     let Some(user_ids) = user_ids.iter().copied().collect::<Option<Vec<u64>>>() else { return Ok(None) };
-    let rows: Rows = sqlx::query_as::<_, (i64, u64, Option<u64>)>(
+    let rows = voucher_rows(db, voucher).await?;
+    Ok(Some(judge_answers(&user_ids, &rows, answers, &HashMap::new())))
+}
+
+/// Every row of the voucher, cancelled ones too: a 200 is held to its
+/// buyer's row whatever became of the order after (paid, or let expire).
+pub async fn voucher_rows(db: &MySqlPool, voucher: u64) -> anyhow::Result<Rows> {
+    Ok(sqlx::query_as::<_, (i64, u64, Option<u64>)>(
         "SELECT id, user_id, live_voucher FROM tb_voucher_order WHERE voucher_id = ?",
     )
     .bind(voucher)
@@ -143,8 +150,7 @@ pub async fn check_answers(
     .await?
     .into_iter()
     .map(|(id, user_id, live)| (id, Row { user_id, live: live.is_some() }))
-    .collect();
-    Ok(Some(judge_answers(&user_ids, &rows, answers, &HashMap::new())))
+    .collect())
 }
 
 /// The verdict from the rows, the answers (the user's place in the run,

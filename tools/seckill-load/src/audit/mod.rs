@@ -11,8 +11,10 @@ use order_events::audit::EventsAudit;
 use serde::Serialize;
 use sqlx::MySqlPool;
 
+#[cfg(test)]
+pub use answers::Row;
 pub(crate) use answers::judge_answers;
-pub use answers::{AnswerCheck, Fate, Row, Rows, check_answers};
+pub use answers::{AnswerCheck, Fate, Rows, check_answers, voucher_rows};
 
 use crate::report::Outcome;
 

@@ -4,8 +4,6 @@
 
 use std::{collections::HashSet, path::PathBuf};
 
-use sqlx::MySqlPool;
-
 use super::{
     file::{Entry, read},
     judge::{Rules, VoucherFacts, judge},
@@ -105,10 +103,10 @@ pub async fn check(args: CheckArgs) -> anyhow::Result<()> {
     let mut facts = Vec::with_capacity(vouchers.len());
     for before in vouchers {
         let id = before.voucher_id;
-        let rows = live_rows(&db, id).await?;
+        let rows = audit::voucher_rows(&db, id).await?;
         let resolutions = match (&args.base_url, &args.tokens) {
             (Some(base_url), Some(tokens)) => {
-                let holders: HashSet<u64> = rows.values().map(|r| r.user_id).collect();
+                let holders: HashSet<u64> = rows.values().filter(|r| r.live).map(|r| r.user_id).collect();
                 let unsettled = asked(&entries, |e| e.voucher_id == Some(id) && e.settled_nothing());
                 Some(fate::resolve(base_url, tokens, &unsettled, id, &holders).await?)
             }
@@ -141,18 +139,4 @@ fn asked(entries: &[Entry], which: impl Fn(&Entry) -> bool) -> Vec<fate::Asked> 
         .filter(|e| which(e))
         .map(|e| fate::Asked { user: e.user, user_id: e.user_id, order_id: e.order_id })
         .collect()
-}
-
-/// The voucher's live orders, by id.
-async fn live_rows(db: &MySqlPool, voucher: u64) -> anyhow::Result<audit::Rows> {
-    Ok(sqlx::query_as::<_, (i64, u64)>(
-        "SELECT id, user_id FROM tb_voucher_order WHERE voucher_id = ? AND live_voucher = ?",
-    )
-    .bind(voucher)
-    .bind(voucher)
-    .fetch_all(db)
-    .await?
-    .into_iter()
-    .map(|(id, user_id)| (id, audit::Row { user_id, live: true }))
-    .collect())
 }

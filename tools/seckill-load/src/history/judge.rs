@@ -143,7 +143,7 @@ fn longest_stall_ms(entries: &[&Entry]) -> u64 {
 /// drained.
 pub struct VoucherFacts {
     pub before: VoucherBefore,
-    /// Its live orders.
+    /// Its orders, cancelled ones too (each marked live or not).
     pub rows: audit::Rows,
     pub after: audit::Snapshot,
     pub duplicate_pairs: i64,

@@ -372,3 +372,42 @@ fn each_voucher_of_a_sale_is_held_to_its_own_rows_and_ledger() {
     );
     assert!(problems.iter().any(|p| p.starts_with("voucher 8: 1 rows whose user was never told")), "{problems:?}");
 }
+
+/// The after-sale scenario as its history records it: buyer 0's order
+/// expired unpaid (its row cancelled, its unit back), buyer 1 paid, and
+/// buyer 2, refused in the first wave, bought the returned unit in the
+/// second.
+fn after_sale(rows: audit::Rows) -> Vec<String> {
+    let entries = [
+        answered(0, Outcome::Success, Some(500)),
+        answered(1, Outcome::Success, Some(501)),
+        answered(2, Outcome::SoldOut, None),
+        entry(2, Outcome::Success, Some(200), Some(502), 9_000),
+    ];
+    let live_orders = rows.values().filter(|r| r.live).count() as i64;
+    let facts = VoucherFacts {
+        before: VoucherBefore { voucher_id: 7, stock_before: 2, orders_before: 0 },
+        rows,
+        after: audit::Snapshot::new(2 - live_orders, live_orders),
+        duplicate_pairs: 0,
+        stock_added: 0,
+        resolutions: None,
+        reconciliation: None,
+    };
+    judge(&Default::default(), &entries, &[facts], None).problems
+}
+
+#[test]
+fn a_200_whose_order_expired_is_still_its_buyers_row_and_the_second_wave_is_held_too() {
+    let row = |user_id, live| audit::Row { user_id, live };
+    let honest = [(500, row(100, false)), (501, row(101, true)), (502, row(102, true))];
+    assert_eq!(after_sale(honest.into_iter().collect()), Vec::<String>::new());
+    // The expired order's row gone altogether: its 200 was not kept.
+    let lost = [(501, row(101, true)), (502, row(102, true))];
+    let problems = after_sale(lost.into_iter().collect());
+    assert!(problems.iter().any(|p| p.contains("1 answers of 200 without their buyer's row")), "{problems:?}");
+    // The second wave's order made no row: its 200 was not kept either.
+    let second_lost = [(500, row(100, false)), (501, row(101, true))];
+    let problems = after_sale(second_lost.into_iter().collect());
+    assert!(problems.iter().any(|p| p.contains("1 answers of 200 without their buyer's row")), "{problems:?}");
+}

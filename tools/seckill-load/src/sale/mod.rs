@@ -100,6 +100,10 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
     eprintln!();
 
     let Some(before) = before else { return ceiling(&args, &plan, &tally, &cpu_before) };
+    let mut run = Run { plan: &plan, tally, retried, guard_report, started_ms };
+    let settled = settle(&args, &mut run, db, &before, &cpu_before).await?;
+    // After the settling: the after-sale scenario's second wave is on
+    // record too.
     if let Some(path) = &args.history {
         let vouchers: Vec<history::VoucherBefore> = (plan.vouchers.iter().zip(&before))
             .map(|(voucher, before)| history::VoucherBefore {
@@ -108,10 +112,8 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
                 orders_before: before.orders,
             })
             .collect();
-        history::write(path, &history::Header::new(&vouchers, plan.buyers as u64), &tally.history)?;
+        history::write(path, &history::Header::new(&vouchers, plan.buyers as u64), &run.tally.history)?;
     }
-    let mut run = Run { plan: &plan, tally, retried, guard_report, started_ms };
-    let settled = settle(&args, &mut run, db, &before, &cpu_before).await?;
     print_sale(&run, &settled);
     if let Some(path) = &args.json {
         write_json(path, &args, &run, &settled, placements.as_deref())?;

@@ -3,6 +3,7 @@
 
 use std::{
     collections::BTreeMap,
+    sync::atomic::AtomicUsize,
     time::{Duration, Instant},
 };
 
@@ -190,12 +191,23 @@ async fn after_sale(
         .filter(|(_, outcome, _)| *outcome == Outcome::Success)
         .filter_map(|(user, _, id)| Some((*user, plan.tokens[*user].token.clone(), (*id)?)))
         .collect();
-    let losers: Vec<(usize, String)> = answers
-        .iter()
-        .filter(|(_, outcome, _)| *outcome == Outcome::SoldOut)
-        .map(|(user, _, _)| (*user, plan.tokens[*user].token.clone()))
-        .collect();
-    let report = aftersale::run(&plan.client, &plan.base, db, plan.voucher(), &winners, &losers, scenario).await?;
+    let losers: Vec<usize> =
+        answers.iter().filter(|(_, outcome, _)| *outcome == Outcome::SoldOut).map(|(user, _, _)| *user).collect();
+    // The second wave's requests are on record as the first wave's are:
+    // the history checker holds them to the rows too.
+    let second_wave = std::sync::Mutex::new(Vec::new());
+    let (retried, first_request) = (AtomicUsize::new(0), plan.jobs.len());
+    let buy = |user: usize| {
+        let (second_wave, retried) = (&second_wave, &retried);
+        async move {
+            let url = &plan.urls[plan.voucher_of(user)];
+            let (answer, entry) = plan.order_on_record(url, user, first_request + user, retried).await;
+            second_wave.lock().expect("the second wave's record").push(entry);
+            (answer.0 == Outcome::Success).then_some(answer.1).flatten()
+        }
+    };
+    let report = aftersale::run(&plan.client, &plan.base, db, plan.voucher(), &winners, &losers, scenario, buy).await?;
+    run.tally.history.extend(second_wave.into_inner().expect("the second wave's record"));
     for &(user, id) in &report.second_wave_orders {
         run.tally.answers.push((user, Outcome::Success, Some(id)));
     }

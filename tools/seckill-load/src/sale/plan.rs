@@ -134,6 +134,34 @@ impl Plan {
     }
 }
 
+impl Plan {
+    /// One order (retried as `order` does) and its line of the history.
+    /// `i` names the request (its `Idempotency-Key`): unique in the run.
+    pub(crate) async fn order_on_record(
+        &self,
+        url: &str,
+        user: usize,
+        i: usize,
+        retried: &AtomicUsize,
+    ) -> (Answer, history::Entry) {
+        let sent_ms = unix_ms();
+        let (answer, said, attempts) = self.order(url, user, i, retried).await;
+        let entry = history::Entry {
+            sent_ms,
+            answered_ms: unix_ms(),
+            user,
+            user_id: self.tokens[user].id,
+            voucher_id: self.vouchers.get(self.voucher_of(user)).copied(),
+            status: said.status,
+            error_code: said.code,
+            order_id: answer.1,
+            outcome: answer.0,
+            attempts,
+        };
+        (answer, entry)
+    }
+}
+
 /// The workers' shared counters: the next request to take, those
 /// answered, and the retries sent.
 #[derive(Default)]
@@ -210,24 +238,13 @@ async fn worker(
         } else {
             plan.urls[voucher].clone()
         };
-        let (sent, sent_ms) = (Instant::now(), unix_ms());
+        let sent = Instant::now();
         if plan.guarded {
             ledger.order_sent(sent);
         }
-        let (answer, said, attempts) = plan.order(&url, user, i, &counters.retried).await;
+        let (answer, entry) = plan.order_on_record(&url, user, i, &counters.retried).await;
         let answered = Instant::now();
-        tally.history.push(history::Entry {
-            sent_ms,
-            answered_ms: unix_ms(),
-            user,
-            user_id: plan.tokens[user].id,
-            voucher_id: plan.vouchers.get(voucher).copied(),
-            status: said.status,
-            error_code: said.code,
-            order_id: answer.1,
-            outcome: answer.0,
-            attempts,
-        });
+        tally.history.push(entry);
         if plan.guarded {
             ledger.order_answered(sent, answered);
             if greedy.is(user) && matches!(answer.0, Outcome::Success | Outcome::Unreplicated) {
