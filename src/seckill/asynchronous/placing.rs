@@ -73,7 +73,12 @@ impl AsyncMode {
         // Set once a call's answer was lost: that call may still run in Redis.
         let mut uncertain = false;
         loop {
-            let called = self.run_order_script(redis, &keys, &order).await;
+            // Bounded by the deadline: a call queued behind slow waits of
+            // its slot answers "lost" at the deadline, and the last look
+            // settles it, instead of holding the request past nginx's 30 s.
+            let called = tokio::time::timeout_at(deadline, self.run_order_script(redis, &keys, &order))
+                .await
+                .unwrap_or_else(|_| Err(deadline_passed()));
             // A call whose answer was lost (Redis paused, a timeout) may be
             // executed later. The same call, same order id, is tried again until
             // the deadline: whichever runs first accepts the order, once (the
@@ -92,7 +97,7 @@ impl AsyncMode {
                 Err(err) => return Err(err.into()),
             };
             match verdict {
-                Verdict::Accepted => return Ok(self.accepted(owner, order_id, acked)),
+                Verdict::Accepted => return Ok(self.accepted(&keys, owner, order_id, acked)),
                 Verdict::NotLoaded if !loaded_once => {
                     loaded_once = true;
                     mirror.load(voucher_id).await?;
@@ -137,7 +142,7 @@ impl AsyncMode {
         order: &OrderCall,
     ) -> redis::RedisResult<(Verdict, Option<u32>)> {
         let &OrderCall { user_id, order_id, voucher_id, spend, not_after_ms } = order;
-        let waiting = self.replica_wait.acks > 0 && !self.replica_wait.recently_short(voucher_id);
+        let waiting = self.replica_wait.acks > 0 && !self.replica_wait.recently_short(&keys.stock);
         let mut call = redis::cmd("EVALSHA");
         call.arg(ORDER.get_hash())
             .arg(if spend.is_some() { 7 } else { 6 })
@@ -193,11 +198,11 @@ impl AsyncMode {
         Ok((written.reply, written.replicas))
     }
 
-    fn accepted(&self, owner: store::OrderOwner, order_id: i64, acked: Option<u32>) -> PlacedOrder {
+    fn accepted(&self, keys: &SeckillKeys, owner: store::OrderOwner, order_id: i64, acked: Option<u32>) -> PlacedOrder {
         let voucher_id = owner.voucher_id;
         let replicated = acked.unwrap_or(0) >= self.replica_wait.acks;
         if acked.is_some() {
-            self.replica_wait.record(voucher_id, replicated);
+            self.replica_wait.record(&keys.stock, replicated);
         }
         if !replicated {
             tracing::warn!(order_id, acked, "order accepted but not yet on a Redis replica");
@@ -347,6 +352,15 @@ async fn refill(segments: &Segments, segment: usize, deadline: tokio::time::Inst
             "units of this voucher are moving between its segments; ask again in a moment",
         )),
     }
+}
+
+/// An order call still out at the request's deadline: whether it ran is
+/// not known yet.
+fn deadline_passed() -> redis::RedisError {
+    redis::RedisError::from(std::io::Error::new(
+        std::io::ErrorKind::TimedOut,
+        "the order call was still out at the request's deadline",
+    ))
 }
 
 #[cfg(test)]

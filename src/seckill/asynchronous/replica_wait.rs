@@ -13,7 +13,7 @@ use crate::{config::RedisSettings, connect::connect_redis_with, recent::RecentId
 /// and its `WAIT` go in one pipeline on a connection of the waiting orders'
 /// own (sessions, limits and the consumer never queue behind a `WAIT`),
 /// the orders of one slot gathered behind one `WAIT` (`ReplicaBarrier`);
-/// and a voucher whose `WAIT` came back short (its master lost its replica,
+/// and a slot whose `WAIT` came back short (its master lost its replica,
 /// as after a failover) skips the wait for `SHORT_WAIT_BACKOFF` and is
 /// answered 202 at once, instead of holding every order behind a wait no
 /// replica can end.
@@ -23,13 +23,12 @@ pub(super) struct ReplicaWait {
     pub(crate) timeout: Duration,
     /// The waiting orders' own connection and their group `WAIT`.
     pub(crate) barrier: ReplicaBarrier,
-    /// Vouchers whose last wait came back short.
-    short: RecentIds,
+    short: ShortSlots,
 }
 
-/// How long a voucher whose replica did not answer skips the wait.
+/// How long a slot whose replica did not answer skips the wait.
 const SHORT_WAIT_BACKOFF: Duration = Duration::from_secs(1);
-/// Vouchers remembered as short of a replica, at most.
+/// Slots remembered as short of a replica, at most.
 const SHORT_WAIT_MAX: usize = 1_024;
 
 impl ReplicaWait {
@@ -47,25 +46,50 @@ impl ReplicaWait {
             0 => redis.clone(),
             _ => connect_redis_with(settings, timeout + Duration::from_secs(2)).await?,
         };
-        Ok(Self {
-            acks,
-            timeout,
-            barrier: ReplicaBarrier::new(conn),
-            short: RecentIds::new(SHORT_WAIT_MAX, Some(SHORT_WAIT_BACKOFF)),
-        })
+        Ok(Self { acks, timeout, barrier: ReplicaBarrier::new(conn), short: ShortSlots::default() })
     }
 
-    pub(super) fn recently_short(&self, voucher_id: u64) -> bool {
-        self.short.contains(voucher_id)
+    pub(super) fn recently_short(&self, key: &str) -> bool {
+        self.short.recently_short(key)
     }
 
-    pub(super) fn record(&self, voucher_id: u64, replicated: bool) {
-        if replicated {
-            self.short.remove(voucher_id);
-        } else {
-            self.short.insert(voucher_id, ());
+    pub(super) fn record(&self, key: &str, replicated: bool) {
+        self.short.record(key, replicated)
+    }
+}
+
+/// The slots whose last wait came back short, for `SHORT_WAIT_BACKOFF`.
+/// By slot, not by voucher: a voucher sold in segments has one on each
+/// master, and the segments whose master has its replica would clear a
+/// voucher's mark at once, sending the orders of the segment whose master
+/// has none through a wait no replica can end, one bound after the other
+/// (a master killed mid-sale: requests held 27 s, nginx's upstreams marked
+/// down).
+struct ShortSlots(RecentIds);
+
+impl Default for ShortSlots {
+    fn default() -> Self {
+        Self(RecentIds::new(SHORT_WAIT_MAX, Some(SHORT_WAIT_BACKOFF)))
+    }
+}
+
+impl ShortSlots {
+    fn recently_short(&self, key: &str) -> bool {
+        self.0.contains(slot_id(key))
+    }
+
+    fn record(&self, key: &str, replicated: bool) {
+        match replicated {
+            true => self.0.remove(slot_id(key)),
+            false => self.0.insert(slot_id(key), ()),
         }
     }
+}
+
+/// The slot of `key` (what names its master) as a number.
+fn slot_id(key: &str) -> u64 {
+    use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
+    BuildHasherDefault::<DefaultHasher>::default().hash_one(redis::cluster_routing::Slot::for_key(key))
 }
 
 /// How many replicas an asynchronous order waits for: the setting, or 1
@@ -85,4 +109,22 @@ async fn replica_acks(setting: Option<u32>, redis: &mut Redis) -> u32 {
     };
     tracing::info!(acks, "asynchronous orders wait for this many Redis replicas before a 200");
     acks
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ShortSlots;
+
+    #[test]
+    fn a_segment_whose_master_has_no_replica_stays_short_while_the_others_wait_and_are_acknowledged() {
+        let short = ShortSlots::default();
+        // One voucher, two segments on two slots (their hash tags differ).
+        let (lonely, backed) = ("seckill:stock:{7}", "seckill:stock:{7:s1}");
+        short.record(lonely, false);
+        short.record(backed, true);
+        assert!(short.recently_short(lonely), "the other segment's acknowledged wait cleared this one's mark");
+        assert!(!short.recently_short(backed));
+        short.record(lonely, true);
+        assert!(!short.recently_short(lonely), "an acknowledged wait clears the mark");
+    }
 }

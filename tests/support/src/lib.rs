@@ -7,6 +7,7 @@ pub mod api;
 pub mod audit;
 pub mod nats;
 pub mod paths;
+pub mod redis_cluster;
 pub mod redis_server;
 /// The fault proxy, a package of its own (`tests/fault-proxy`).
 pub use hmdp_fault_proxy as proxy;
