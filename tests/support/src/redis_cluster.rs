@@ -69,6 +69,23 @@ impl LocalCluster {
         cli(port, args)
     }
 
+    /// Waits until the replica of master `port` has everything the master
+    /// wrote: a write of `key` (one of the master's slots) and a `WAIT` on
+    /// the same connection, which a replica acknowledges in order.
+    pub fn replicated(&self, port: u16, key: &str) {
+        use std::io::Write;
+        let mut child = Command::new("redis-cli")
+            .args(["-p", &port.to_string()])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        write!(child.stdin.take().unwrap(), "SET {key} 1\nWAIT 1 5000\n").unwrap();
+        let out = child.wait_with_output().unwrap();
+        let out = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(out.lines().collect::<Vec<_>>(), ["OK", "1"], "master {port}'s replica did not catch up");
+    }
+
     fn index(&self, port: u16) -> usize {
         self.ports.iter().position(|&p| p == port).unwrap()
     }
