@@ -63,9 +63,11 @@ pub struct AsyncSettings {
     /// pipeline on one connection (it counts what its own connection
     /// wrote), and the orders of one slot that arrive while a pipeline is
     /// out go together in the next, behind one `WAIT`: a master without a
-    /// replica costs each order one or two bounds, not the queue's. A
-    /// voucher whose wait came back short skips the wait for 1 s (202 at
-    /// once).
+    /// replica costs each order one or two bounds, not the queue's. The
+    /// orders of a slot whose wait came back short (a voucher's, or one of
+    /// its segments') skip the wait for 1 s (202 at once), and an order
+    /// still queued for its wait at its deadline (`REQUEST_DEADLINE_MS`)
+    /// is settled as a lost call is.
     #[arg(long, env = "ORDER_REPLICA_WAIT_MS", default_value_t = DEFAULT_ORDER_REPLICA_WAIT_MS)]
     pub order_replica_wait_ms: u64,
 }
