@@ -9,7 +9,7 @@ use hmdp_test_support as common;
 use hmdp_test_support::on_every_path;
 
 use std::{
-    collections::BTreeMap,
+    collections::{BTreeMap, BTreeSet},
     time::{Duration, Instant},
 };
 
@@ -244,10 +244,21 @@ async fn client_of(nats: &NatsServer) -> async_nats::Client {
 async fn stream_messages(nats: &NatsServer) -> Vec<(String, String, Value)> {
     let js = jetstream::new(client_of(nats).await);
     let stream = js.get_stream("ORDERS").await.unwrap();
-    let reader = stream
-        .create_consumer(pull::Config { ack_policy: jetstream::consumer::AckPolicy::None, ..Default::default() })
-        .await
-        .unwrap();
+    // One replica: a reader of a cluster that lost a server is made by
+    // the servers left, without a quorum of its own to wait for.
+    let config = pull::Config {
+        ack_policy: jetstream::consumer::AckPolicy::None,
+        num_replicas: 1,
+        memory_storage: true,
+        ..Default::default()
+    };
+    let started = Instant::now();
+    let reader = loop {
+        match stream.create_consumer(config.clone()).await {
+            Ok(reader) => break reader,
+            Err(err) => assert!(started.elapsed() < Duration::from_secs(30), "no reader of the stream: {err}"),
+        }
+    };
     let mut messages = Vec::new();
     loop {
         let mut batch = reader.fetch().max_messages(500).expires(Duration::from_millis(300)).messages().await.unwrap();
@@ -730,4 +741,47 @@ async fn two_instances_never_both_report_relaying_while_the_broker_is_silent() {
     common::cleanup(database, prefix).await;
     assert_eq!(both, 0, "both instances reported relaying at {both} of {} looks", both + one);
     assert!(one > 0, "no instance reported relaying");
+}
+
+/// Three brokers, the order stream on all three (`NATS_STREAM_REPLICAS=3`,
+/// `NATS_URL` naming each): between two waves of orders the server that
+/// leads the stream is SIGKILLed and its store deleted, a machine lost with
+/// its disk. The relay goes on with the two left, and every event of both
+/// waves is on them, once each.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn events_a_three_server_cluster_acknowledged_outlive_the_loss_of_its_leader_with_its_disk() {
+    let mut cluster = NatsServer::cluster_of_three().await;
+    let urls = cluster.iter().map(NatsServer::url).collect::<Vec<_>>().join(",");
+    let app = TestApp::spawn_on_with(OrderPath::Grouped, |c| {
+        c.events.order_events = OrderEvents::Nats;
+        c.events.nats_url = urls;
+        c.events.nats_stream_replicas = 3;
+    })
+    .await;
+    let voucher = app.open_seckill(40).await;
+    let users = app.seed_users(40).await;
+    let tokens: Vec<&str> = users.iter().map(|(_, t)| t.as_str()).collect();
+    let first = app.order_all(voucher, &tokens[..20]).await;
+    all_published(&app, Duration::from_secs(20)).await;
+
+    let js = jetstream::new(client_of(&cluster[0]).await);
+    let mut stream = js.get_stream("ORDERS").await.unwrap();
+    let info = stream.info().await.unwrap();
+    assert_eq!(info.config.num_replicas, 3, "the stream is on every server");
+    let leader = info.cluster.as_ref().and_then(|c| c.leader.clone()).expect("the stream has a leader");
+    let lost = cluster.iter().position(|s| s.name() == Some(leader.as_str())).unwrap();
+    cluster[lost].kill_and_wipe();
+
+    let second = app.order_all(voucher, &tokens[20..]).await;
+    all_published(&app, Duration::from_secs(30)).await;
+    let ordered: BTreeSet<String> = first.iter().chain(&second).filter_map(|o| o.order_id.clone()).collect();
+    assert_eq!(ordered.len(), 40, "{:?}", tally(&first));
+    let survivor = &cluster[(lost + 1) % 3];
+    let messages = stream_messages(survivor).await;
+    let ids: Vec<&str> = messages.iter().map(|(id, _, _)| id.as_str()).collect();
+    let unique: BTreeSet<&str> = ids.iter().copied().collect();
+    assert_eq!(unique.len(), ids.len(), "an event twice in the stream");
+    let created: BTreeSet<String> =
+        unique.iter().filter_map(|id| id.strip_suffix("-created")).map(str::to_owned).collect();
+    assert_eq!(created, ordered, "every order's created event is on the servers left");
 }

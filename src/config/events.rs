@@ -7,6 +7,7 @@ use super::redact::without_password;
 
 const DEFAULT_NATS_URL: &str = "nats://127.0.0.1:4223";
 const DEFAULT_OUTBOX_RETENTION_S: u64 = 0;
+const DEFAULT_NATS_STREAM_REPLICAS: usize = 1;
 
 /// Whether order events are written at all.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -35,9 +36,20 @@ pub struct EventSettings {
     /// that asks for credentials (a `@`, `:` or `%` in them
     /// percent-encoded), `nats://token@host:port` for one that asks for a
     /// token, `tls://` for TLS, then required of every server of its
-    /// cluster too. The stack's own runs on 4223.
+    /// cluster too. A cluster's servers may be listed, split by commas,
+    /// each the same way (one set of credentials): the relay starts with
+    /// any that answers. The stack's own runs on 4223.
     #[arg(long, env = "NATS_URL", default_value = DEFAULT_NATS_URL)]
     pub nats_url: String,
+
+    /// Servers of the order stream that hold each event before the broker
+    /// acknowledges it (JetStream's `num_replicas`, 1 to 5). With 3 on a
+    /// three-server cluster, a publish is acknowledged once two of them
+    /// have it, so the relay deletes an outbox row only when losing one
+    /// server, its disk with it, cannot lose the event. A stream made with
+    /// fewer is raised to this at start-up. docs/events.md.
+    #[arg(long, env = "NATS_STREAM_REPLICAS", default_value_t = DEFAULT_NATS_STREAM_REPLICAS)]
+    pub nats_stream_replicas: usize,
 
     /// A CA certificate (PEM) the NATS server's certificate must chain to,
     /// for a `tls://` URL; empty: the system's roots.
@@ -57,6 +69,7 @@ impl Default for EventSettings {
         Self {
             order_events: OrderEvents::Off,
             nats_url: DEFAULT_NATS_URL.to_owned(),
+            nats_stream_replicas: DEFAULT_NATS_STREAM_REPLICAS,
             nats_ca_file: String::new(),
             outbox_retention_s: DEFAULT_OUTBOX_RETENTION_S,
         }
@@ -71,10 +84,21 @@ impl EventSettings {
         if self.order_events == OrderEvents::Nats && self.nats_url.trim().is_empty() {
             anyhow::bail!("ORDER_EVENTS=nats needs NATS_URL");
         }
-        if self.order_events == OrderEvents::Nats && url::Url::parse(&self.nats_url).is_err() {
-            anyhow::bail!("NATS_URL is not a URL (nats://host:port, or tls://user:password@host:port)");
+        if self.order_events == OrderEvents::Nats && self.nats_servers().any(|url| url::Url::parse(url).is_err()) {
+            anyhow::bail!(
+                "NATS_URL is not a URL, or a list of them split by commas (nats://host:port, or tls://user:password@host:port)"
+            );
+        }
+        if !(1..=5).contains(&self.nats_stream_replicas) {
+            anyhow::bail!("NATS_STREAM_REPLICAS must be between 1 and 5 (JetStream's bound)");
         }
         Ok(())
+    }
+
+    /// `NATS_URL`'s servers: one URL, or several split by commas (the
+    /// servers of a cluster, tried in turn when one is down).
+    pub fn nats_servers(&self) -> impl Iterator<Item = &str> {
+        self.nats_url.split(',').map(str::trim).filter(|url| !url.is_empty())
     }
 
     /// Whether orders write their events.
@@ -91,7 +115,8 @@ impl std::fmt::Debug for EventSettings {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("EventSettings")
             .field("order_events", &self.order_events)
-            .field("nats_url", &without_password(&self.nats_url))
+            .field("nats_url", &self.nats_servers().map(without_password).collect::<Vec<_>>().join(","))
+            .field("nats_stream_replicas", &self.nats_stream_replicas)
             .field("nats_ca_file", &self.nats_ca_file)
             .field("outbox_retention_s", &self.outbox_retention_s)
             .finish()

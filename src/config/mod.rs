@@ -207,6 +207,22 @@ mod tests {
     }
 
     #[test]
+    fn a_cluster_of_nats_servers_is_each_parsed_and_each_shown_without_its_password() {
+        let cluster = "--nats-url=nats://relay:pw-135@10.0.0.41:4222,nats://relay:pw-135@10.0.0.42:4222";
+        let config = parsed(&["--order-events=nats", cluster, "--nats-stream-replicas=3"]);
+        assert!(config.validate().is_ok());
+        let shown = format!("{:?}", config.events);
+        assert!(!shown.contains("pw-135"), "{shown}");
+        assert!(shown.contains("nats://relay:<redacted>@10.0.0.42:4222"), "{shown}");
+        let one_bad = "--nats-url=nats://10.0.0.41:4222,10.0.0.42:4222";
+        assert!(parsed(&["--order-events=nats", one_bad]).validate().is_err(), "each server a URL");
+        for replicas in ["0", "6"] {
+            let flag = format!("--nats-stream-replicas={replicas}");
+            assert!(parsed(&["--order-events=nats", &flag]).validate().is_err(), "{replicas} replicas");
+        }
+    }
+
+    #[test]
     fn an_id_block_a_day_cannot_hold_is_refused() {
         // 86,400 blocks of 100,000 a day from one instance alone is more
         // than the 2^32 ids a day holds: orders answered 500 from mid-day.

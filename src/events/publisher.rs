@@ -71,6 +71,8 @@ pub(super) struct Publisher {
     js: jetstream::Context,
     /// Told each time the client has a connection again.
     connected: Arc<Notify>,
+    /// The order stream's `num_replicas` (`NATS_STREAM_REPLICAS`).
+    replicas: usize,
 }
 
 impl Publisher {
@@ -78,7 +80,8 @@ impl Publisher {
     /// the outbox keeps what it cannot hand over) and reconnects within a
     /// second of the server's return.
     pub(super) async fn connect(settings: &EventSettings) -> anyhow::Result<Self> {
-        let (server, options) = connect_options(settings)?;
+        let (servers, options) = connect_options(settings)?;
+        let replicas = settings.nats_stream_replicas;
         let connected = Arc::new(Notify::new());
         let told = connected.clone();
         let options = options.event_callback(move |event| {
@@ -89,11 +92,11 @@ impl Publisher {
                 }
             }
         });
-        let client = options.connect(server.as_str()).await?;
+        let client = options.connect(servers).await?;
         // An ack no longer awaited (its round past its deadline) holds one
         // of the client's 5,000 places for acks until this passes.
         let js = jetstream::ContextBuilder::new().timeout(API_TIMEOUT).ack_timeout(ROUND_DEADLINE).build(client);
-        Ok(Self { js, connected })
+        Ok(Self { js, connected, replicas })
     }
 
     /// Waits `backoff`, or less if the client gets a connection again
@@ -109,15 +112,25 @@ impl Publisher {
     /// Creates the stream if it is missing; one that exists is left as it
     /// is (an operator's changes to it stand).
     pub(super) async fn ensure_stream(&self) -> anyhow::Result<()> {
-        self.js
-            .get_or_create_stream(stream::Config {
-                name: STREAM.into(),
-                subjects: vec![SUBJECTS.into()],
-                storage: stream::StorageType::File,
-                duplicate_window: DUPLICATE_WINDOW,
-                ..Default::default()
-            })
-            .await?;
+        let config = stream::Config {
+            name: STREAM.into(),
+            subjects: vec![SUBJECTS.into()],
+            storage: stream::StorageType::File,
+            duplicate_window: DUPLICATE_WINDOW,
+            num_replicas: self.replicas,
+            ..Default::default()
+        };
+        let mut stream = self.js.get_or_create_stream(config.clone()).await?;
+        // A stream made before the setting was raised (one server, then a
+        // cluster) holds its events on fewer servers than asked: raised, so
+        // that no acknowledged event rests on one server's disk.
+        let had = stream.info().await?.config.num_replicas;
+        if had < self.replicas {
+            self.js
+                .update_stream(stream::Config { num_replicas: self.replicas, ..stream.cached_info().config.clone() })
+                .await?;
+            tracing::warn!(had, now = self.replicas, "the order stream's replicas raised");
+        }
         Ok(())
     }
 
@@ -189,8 +202,20 @@ impl Publisher {
 }
 
 /// The server to connect to (its URL without credentials), and how.
-fn connect_options(settings: &EventSettings) -> anyhow::Result<(String, async_nats::ConnectOptions)> {
-    let (server, credentials) = split_credentials(&settings.nats_url)?;
+fn connect_options(settings: &EventSettings) -> anyhow::Result<(Vec<String>, async_nats::ConnectOptions)> {
+    let mut servers = Vec::new();
+    let mut credentials = None;
+    for url in settings.nats_servers() {
+        let (server, given) = split_credentials(url)?;
+        match (&credentials, given) {
+            (_, None) => {}
+            (None, given) => credentials = given,
+            (Some(first), Some(given)) if *first == given => {}
+            (Some(_), Some(_)) => anyhow::bail!("NATS_URL's servers name different credentials: one relay has one"),
+        }
+        servers.push(server);
+    }
+    anyhow::ensure!(!servers.is_empty(), "NATS_URL names no server");
     let mut options = match credentials {
         Some(Credentials::UserAndPassword(user, password)) => {
             async_nats::ConnectOptions::with_user_and_password(user, password)
@@ -210,11 +235,11 @@ fn connect_options(settings: &EventSettings) -> anyhow::Result<(String, async_na
     // For every server, not only the URL's: async-nats upgrades one it
     // learnt from the cluster's INFO (a plain `host:port`) only when this
     // is set or that server's INFO, which is read before TLS, asks for it.
-    let tls_url = url::Url::parse(&server).is_ok_and(|url| url.scheme() == "tls");
+    let tls_url = servers.iter().any(|server| url::Url::parse(server).is_ok_and(|url| url.scheme() == "tls"));
     if settings.nats_ca_file().is_some() || tls_url {
         options = options.require_tls(true);
     }
-    Ok((server, options))
+    Ok((servers, options))
 }
 
 /// What the relay says who it is with.
@@ -268,6 +293,20 @@ mod tests {
         EventSettings { nats_url: nats_url.into(), nats_ca_file: ca_file.into(), ..Default::default() }
     }
 
+    #[test]
+    fn a_list_of_servers_is_one_cluster_with_one_set_of_credentials() {
+        let (servers, _) =
+            connect_options(&settings("nats://relay:pw@10.0.0.1:4222, nats://relay:pw@10.0.0.2:4222", "")).unwrap();
+        assert_eq!(servers, ["nats://10.0.0.1:4222", "nats://10.0.0.2:4222"], "the credentials go apart");
+        let (servers, _) =
+            connect_options(&settings("nats://relay:pw@10.0.0.1:4222,nats://10.0.0.2:4222", "")).unwrap();
+        assert_eq!(servers.len(), 2);
+        let mixed = connect_options(&settings("nats://relay:pw@10.0.0.1:4222,nats://other:pw@10.0.0.2:4222", ""));
+        assert!(mixed.is_err(), "two relays' credentials in one list");
+        let (_, options) = connect_options(&settings("nats://10.0.0.1:4222,tls://10.0.0.2:4222", "")).unwrap();
+        assert!(requires_tls(&options), "one tls:// server makes TLS required of all: {options:?}");
+    }
+
     fn requires_tls(options: &async_nats::ConnectOptions) -> bool {
         format!("{options:?}").contains("\"tls_required\": true")
     }
@@ -293,7 +332,7 @@ mod tests {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let port = listener.local_addr().unwrap().port();
         let (server, options) = connect_options(&settings(&nats_url(port), "")).unwrap();
-        let client = tokio::spawn(async move { options.connect(server.as_str()).await });
+        let client = tokio::spawn(async move { options.connect(server).await });
         let (socket, _) = listener.accept().await.unwrap();
         let (read, mut write) = socket.into_split();
         let info = r#"{"server_id":"test","version":"2.10.0","proto":1,"max_payload":1048576,"auth_required":true}"#;

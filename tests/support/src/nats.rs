@@ -16,6 +16,15 @@ pub struct NatsServer {
     store: PathBuf,
     child: Option<Child>,
     secured: Option<Secured>,
+    member: Option<Member>,
+}
+
+/// A server's place in a cluster of the test's own.
+struct Member {
+    name: String,
+    route_port: u16,
+    /// The other members' route ports.
+    routes: Vec<u16>,
 }
 
 /// What a secured server asks for, and where its CA is.
@@ -64,9 +73,52 @@ impl NatsServer {
         let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
         let tag = uuid::Uuid::new_v4().simple().to_string();
         let store = std::env::temp_dir().join(format!("hmdp-test-nats-{}", &tag[..12]));
-        let mut server = Self { port, store, child: None, secured };
+        let mut server = Self { port, store, child: None, secured, member: None };
         server.restart();
         server
+    }
+
+    /// Three servers with JetStream clustered over routes of their own,
+    /// each with its own store, named `name()`: a cluster whose members a
+    /// test may kill. Returns once the cluster has a JetStream leader.
+    pub async fn cluster_of_three() -> Vec<Self> {
+        let free = || TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let (ports, route_ports): (Vec<u16>, Vec<u16>) = (0..3).map(|_| (free(), free())).unzip();
+        let tag = uuid::Uuid::new_v4().simple().to_string();
+        let servers: Vec<Self> = (0..3)
+            .map(|i| {
+                let member = Member {
+                    name: format!("n{i}-{}", &tag[..8]),
+                    route_port: route_ports[i],
+                    routes: route_ports.iter().copied().filter(|&p| p != route_ports[i]).collect(),
+                };
+                let store = std::env::temp_dir().join(format!("hmdp-test-nats-{}-{i}", &tag[..12]));
+                let mut server = Self { port: ports[i], store, child: None, secured: None, member: Some(member) };
+                server.restart();
+                server
+            })
+            .collect();
+        // JetStream's API answers with an error until a leader is elected.
+        let client = async_nats::connect(servers[0].url()).await.unwrap();
+        let started = Instant::now();
+        loop {
+            let answer = client.request("$JS.API.INFO", "".into()).await;
+            let info: Option<serde_json::Value> = answer.ok().and_then(|m| serde_json::from_slice(&m.payload).ok());
+            if info.as_ref().is_some_and(|i| i.get("error").is_none()) {
+                break;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(30),
+                "the NATS cluster elected no JetStream leader: {info:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        servers
+    }
+
+    /// A cluster member's server name (what a stream's leader is named by).
+    pub fn name(&self) -> Option<&str> {
+        self.member.as_ref().map(|m| m.name.as_str())
     }
 
     /// The server's URL; a secured one's names the scheme `tls` and carries
@@ -103,6 +155,11 @@ impl NatsServer {
         self.kill();
         let mut command = Command::new(binary());
         command.args(["-js", "-a", "127.0.0.1", "-p", &self.port.to_string(), "-sd"]).arg(&self.store);
+        if let Some(m) = &self.member {
+            let routes: Vec<String> = m.routes.iter().map(|p| format!("nats://127.0.0.1:{p}")).collect();
+            command.args(["--server_name", &m.name, "--cluster_name", "hmdp-test"]);
+            command.args(["--cluster", &format!("nats://127.0.0.1:{}", m.route_port), "--routes", &routes.join(",")]);
+        }
         if let Some(s) = &self.secured {
             command.args(["--user", &s.user, "--pass", &s.password, "--tls", "--tlscert"]);
             command.arg(s.dir.join("server.pem")).arg("--tlskey").arg(s.dir.join("server.key"));
