@@ -785,3 +785,30 @@ async fn events_a_three_server_cluster_acknowledged_outlive_the_loss_of_its_lead
         unique.iter().filter_map(|id| id.strip_suffix("-created")).map(str::to_owned).collect();
     assert_eq!(created, ordered, "every order's created event is on the servers left");
 }
+
+/// A stream made by a relay set to one replica (a single server grown
+/// into a cluster) is raised to the replicas asked for by the next relay
+/// that starts: no acknowledged event keeps resting on one server.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_made_with_one_replica_is_raised_to_the_replicas_asked_for() {
+    let cluster = NatsServer::cluster_of_three().await;
+    let urls = cluster.iter().map(NatsServer::url).collect::<Vec<_>>().join(",");
+    let replicas_now = || async {
+        let js = jetstream::new(client_of(&cluster[0]).await);
+        js.get_stream("ORDERS").await.unwrap().info().await.unwrap().config.num_replicas
+    };
+    for replicas in [1, 3] {
+        let urls = urls.clone();
+        let app = TestApp::spawn_on_with(OrderPath::Grouped, |c| {
+            c.events.order_events = OrderEvents::Nats;
+            c.events.nats_url = urls;
+            c.events.nats_stream_replicas = replicas;
+        })
+        .await;
+        let voucher = app.open_seckill(1).await;
+        let (_, token) = app.seed_users(1).await.remove(0);
+        bought(&app, voucher, &token).await;
+        all_published(&app, Duration::from_secs(20)).await;
+        assert_eq!(replicas_now().await, replicas);
+    }
+}
