@@ -43,10 +43,15 @@ impl Run {
     }
 }
 
+/// A NATS URL, or a cluster's servers split by commas (as `NATS_URL`).
+fn servers(nats_url: &str) -> Vec<&str> {
+    nats_url.split(',').map(str::trim).filter(|url| !url.is_empty()).collect()
+}
+
 /// A durable made for one run (an audit's) goes when the run is over: the
 /// broker would keep it, and its position, for ever.
 pub async fn delete_durable(nats_url: &str, durable: &str) -> anyhow::Result<()> {
-    let client = async_nats::connect(nats_url).await?;
+    let client = async_nats::connect(servers(nats_url)).await?;
     jetstream::new(client).get_stream(STREAM).await?.delete_consumer(durable).await?;
     Ok(())
 }
@@ -57,7 +62,7 @@ pub async fn consume(db: &MySqlPool, options: &Options) -> anyhow::Result<Run> {
         .name("order-events-consumer")
         .retry_on_initial_connect()
         .reconnect_delay_callback(|attempt| Duration::from_millis((attempt as u64 * 100).min(1_000)))
-        .connect(options.nats_url.as_str())
+        .connect(servers(&options.nats_url))
         .await?;
     let js = jetstream::new(client.clone());
     let stream = loop {
