@@ -110,21 +110,24 @@ impl Publisher {
     }
 
     /// Creates the stream if it is missing; one that exists is left as it
-    /// is (an operator's changes to it stand).
+    /// is (an operator's changes to it stand), but for too few replicas.
     pub(super) async fn ensure_stream(&self) -> anyhow::Result<()> {
-        let config = stream::Config {
-            name: STREAM.into(),
-            subjects: vec![SUBJECTS.into()],
-            storage: stream::StorageType::File,
-            duplicate_window: DUPLICATE_WINDOW,
-            num_replicas: self.replicas,
-            ..Default::default()
-        };
-        let mut stream = self.js.get_or_create_stream(config.clone()).await?;
+        let stream = self
+            .js
+            .get_or_create_stream(stream::Config {
+                name: STREAM.into(),
+                subjects: vec![SUBJECTS.into()],
+                storage: stream::StorageType::File,
+                duplicate_window: DUPLICATE_WINDOW,
+                num_replicas: self.replicas,
+                ..Default::default()
+            })
+            .await?;
         // A stream made before the setting was raised (one server, then a
         // cluster) holds its events on fewer servers than asked: raised, so
-        // that no acknowledged event rests on one server's disk.
-        let had = stream.info().await?.config.num_replicas;
+        // that no acknowledged event rests on one server's disk. (The info
+        // came with the stream: no second request.)
+        let had = stream.cached_info().config.num_replicas;
         if had < self.replicas {
             self.js
                 .update_stream(stream::Config { num_replicas: self.replicas, ..stream.cached_info().config.clone() })

@@ -132,9 +132,7 @@ impl Plan {
             tokio::time::sleep(Duration::from_millis(200 * u64::from(attempt)).min(Duration::from_secs(2))).await;
         }
     }
-}
 
-impl Plan {
     /// One order (retried as `order` does) and its line of the history.
     /// `i` names the request (its `Idempotency-Key`): unique in the run.
     pub(crate) async fn order_on_record(
