@@ -61,16 +61,19 @@ nats_up() {
 nats_started_nodes() { cat "$NATS_DIR/nodes" 2>/dev/null || echo "$NATS_NODES"; }
 
 nats_down() {
-    local i NATS_NODES
-    NATS_NODES=$(nats_started_nodes)
+    # Read before the local below hides the caller's NATS_NODES.
+    local i started
+    started=$(nats_started_nodes)
+    local NATS_NODES=$started
     for i in $(seq 1 "$NATS_NODES"); do
         stop_pid "$(nats_node_dir "$i")/nats-server.pid" "nats-server.*$(nats_node_dir "$i") " "NATS"
     done
 }
 
 nats_status() {
-    local i up=1 NATS_NODES
-    NATS_NODES=$(nats_started_nodes)
+    local i up=1 started
+    started=$(nats_started_nodes)
+    local NATS_NODES=$started
     for i in $(seq 1 "$NATS_NODES"); do
         nats_node_running "$i" || { up=0; continue; }
         printf 'nats   pid %-7s nats://127.0.0.1:%s  ready=%s\n' "$(cat "$(nats_node_dir "$i")/nats-server.pid")" \
