@@ -53,18 +53,21 @@ impl Run<'_> {
     }
 
     /// Clients that retry with a key are owed an answer even from a killed
-    /// instance (app2, or the one relaying order events); without them a
-    /// killed instance's orders may be lost.
+    /// instance (app2, the one relaying order events, or app1 with its
+    /// host lost); without them a killed instance's answers may be lost.
     fn killed(&self) -> bool {
-        matches!(self.fault, "instance-kill" | "events-holder-kill" | "events-relay-kill") && self.retries.is_none()
+        matches!(self.fault, "instance-kill" | "events-holder-kill" | "events-relay-kill" | "lost-app-host")
+            && self.retries.is_none()
     }
 
     /// Rows whose buyer's answer settled nothing (a 503 sent while the
-    /// order's call was still held in a cut link) are counted, each as
-    /// itself, under a cut as long as the ids' master's: the answers are
-    /// not lies of 200, and each buyer's order list shows the order.
+    /// order's call was still held in a cut link, or in a link to a lost
+    /// master's host, which answers nothing until its replica is promoted)
+    /// are counted, each as itself, under a cut as long as the ids'
+    /// master's and a master's host lost: the answers are not lies of 200,
+    /// and each buyer's order list shows the order.
     fn untold_counted(&self) -> bool {
-        self.killed() || self.fault == "cut-redis-master-long"
+        self.killed() || matches!(self.fault, "cut-redis-master-long" | "lost-redis-master-host")
     }
 
     /// Without the replica wait, a master's death may take accepted

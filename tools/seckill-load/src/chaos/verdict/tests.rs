@@ -167,3 +167,28 @@ fn a_sale_of_several_vouchers_is_summed_in_its_row_and_each_problem_names_its_vo
     // Oversold, duplicates, 200s without a row, 202s, rows untold, stock left.
     assert!(run.row().contains("| 0 | 0 | 2 | 0 / 0 | 0 | 2 |"), "{}", run.row());
 }
+
+#[test]
+fn a_row_whose_buyer_was_not_told_is_counted_when_an_instances_or_a_masters_host_was_lost_not_when_a_master_was_killed()
+{
+    // The order's call held in a link to a host that answers nothing ends
+    // 503 at the request's deadline, and the order may still have reached
+    // the replica promoted in its place; a lost instance's host takes the
+    // answers it held.
+    let mut audit = clean_audit();
+    audit.answers =
+        Some(AnswerCheck { success_orders: 3_999, rows_told_failed: 1, untold_live_rows: 1, ..AnswerCheck::default() });
+    audit.success_answers = 3_999;
+    audit.passed = false;
+    let (others, injection) = (BTreeMap::new(), happened());
+    let lost = run_of("lost-redis-master-host", std::slice::from_ref(&audit), &others, &injection);
+    assert_eq!(lost.problems(), Vec::<String>::new());
+    let lost = run_of("lost-app-host", std::slice::from_ref(&audit), &others, &injection);
+    assert_eq!(lost.problems(), Vec::<String>::new());
+    let killed = run_of("redis-master-kill", std::slice::from_ref(&audit), &others, &injection);
+    assert!(
+        killed.problems().iter().any(|p| p.contains("1 rows whose user was not told success")),
+        "{:?}",
+        killed.problems()
+    );
+}
