@@ -34,7 +34,8 @@ function token() { return localStorage.getItem(TOKEN_KEY); }
 
 // `extra`: more request headers (an Idempotency-Key). The answer's JSON
 // gets `retryable` when the request may be sent again: a network error, a
-// 502 or 503, or the same key still running.
+// 502, 503 or 504 (the gateway's: its instance may have done the work), or
+// the same key still running.
 async function call(method, path, body, extra) {
   const headers = Object.assign({}, extra);
   if (token()) headers.authorization = token();
@@ -50,7 +51,8 @@ async function call(method, path, body, extra) {
   let json;
   try { json = await res.json(); } catch (e) { json = { success: false, errorCode: res.status >= 500 ? "UNAVAILABLE" : "VALIDATION" }; }
   if (res.status === 401) { localStorage.removeItem(TOKEN_KEY); showLoggedOut(); }
-  json.retryable = res.status === 502 || res.status === 503 || json.errorCode === "IDEMPOTENCY_IN_FLIGHT";
+  json.retryable = res.status === 502 || res.status === 503 || res.status === 504 ||
+    json.errorCode === "IDEMPOTENCY_IN_FLIGHT";
   // A busy service says when to come back: a crowd that all retries at
   // once, sooner, only meets the same full house.
   const retryAfter = Number(res.headers.get("retry-after"));

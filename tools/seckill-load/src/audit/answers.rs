@@ -116,11 +116,13 @@ impl AnswerCheck {
 
     /// The live rows the answers account for, exactly: the orders answered
     /// 200 and the 202s kept (less those cancelled since), plus, where the
-    /// fault allows them, the rows nobody was told of (`untold_allowed`),
-    /// less the 200s a demoted master took along (`lost_counted`).
+    /// fault allows them, the rows whose first answer settled nothing
+    /// (`untold_allowed`): those nobody was told of, and those a retry
+    /// learned of only by `DUPLICATE_ORDER`; less the 200s a demoted
+    /// master took along (`lost_counted`).
     pub fn expected_new_rows(&self, lost_counted: bool, untold_allowed: bool) -> i64 {
         let lost = if lost_counted { self.success_without_row } else { 0 };
-        let untold = if untold_allowed { self.untold_live_rows } else { 0 };
+        let untold = if untold_allowed { self.untold_live_rows + self.told_only_by_duplicate } else { 0 };
         (self.success_orders + self.accepted_persisted + untold) as i64 - (self.kept_not_live + lost) as i64
     }
 }
@@ -267,6 +269,19 @@ mod tests {
         assert_eq!((check.success_orders, check.accepted_persisted), (1, 1));
         assert!(check.honest(), "{check:?}");
         assert_eq!(check.expected_new_rows(false, false), 2);
+    }
+
+    #[test]
+    fn a_row_a_retry_learned_of_only_by_duplicate_order_is_counted_only_where_the_fault_allows_unsettled_rows() {
+        // The first answer settled nothing (503); the retry found the order.
+        let users = [10, 11];
+        let rows = live(&[(10, 100), (11, 101)]);
+        let answers =
+            [(0, Outcome::Success, Some(100)), (1, Outcome::Unavailable, None), (1, Outcome::Duplicate, Some(101))];
+        let check = judge_answers(&users, &rows, &answers, &HashMap::new());
+        assert_eq!((check.told_only_by_duplicate, check.rows_told_failed), (1, 0), "{check:?}");
+        assert_eq!(check.expected_new_rows(false, false), 1);
+        assert_eq!(check.expected_new_rows(false, true), 2);
     }
 
     #[test]

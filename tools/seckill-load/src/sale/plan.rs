@@ -255,13 +255,17 @@ async fn worker(
     tally
 }
 
-/// What a retrying client sends again: no answer, a 502, a 503, or its
-/// key still in flight.
+/// What a retrying client sends again: no answer, a 502, a 503, a 504
+/// (nginx waited out an instance that never answered: one whose machine
+/// was lost), or its key still in flight.
 fn retryable(answer: &Answer) -> bool {
     match answer {
         (Outcome::Unavailable, ..) => true,
         (Outcome::Other, _, Some(what)) => {
-            what.starts_with("no answer") || what.starts_with("HTTP 502") || what.contains("IDEMPOTENCY_IN_FLIGHT")
+            what.starts_with("no answer")
+                || what.starts_with("HTTP 502")
+                || what.starts_with("HTTP 504")
+                || what.contains("IDEMPOTENCY_IN_FLIGHT")
         }
         _ => false,
     }
