@@ -7,7 +7,7 @@ use hmdp_test_support as common;
 
 use std::time::Duration;
 
-use common::{ADMIN_KEY, Api, TestApp, expect_error, expect_ok, seckill_body};
+use common::{ADMIN_KEY, Api, OrderPath, TestApp, expect_error, expect_ok, on_every_path, seckill_body};
 use reqwest::{Response, StatusCode};
 use serde_json::{Value, json};
 
@@ -223,3 +223,34 @@ async fn a_running_request_keeps_its_key_past_the_claim_bound_and_a_dead_ones_ke
     expect_ok(order_with_key(&app, voucher, &other_token, "orphan").await).await;
     assert_eq!(app.orders_of(voucher).await, (2, 2));
 }
+
+/// The first attempt's order stands but its answer was lost (its instance
+/// died between the commit and the answer, as when its machine is lost):
+/// the retry under the same key is told of that order, even though the
+/// voucher sold out meanwhile, and makes no second one.
+async fn a_retry_whose_first_attempts_answer_was_lost_is_told_of_its_order_even_once_sold_out(path: OrderPath) {
+    let app = TestApp::spawn_on(path).await;
+    let voucher = app.open_seckill(1).await;
+    let users = app.seed_users(1).await;
+    let (user, token) = users[0].clone();
+    let id = expect_ok(order_with_key(&app, voucher, &token, "lost-answer").await).await["data"].clone();
+    app.settled(path, voucher).await;
+    // The answer never kept: the record goes as a lapsed claim goes.
+    let record = app.keys.idempotency(&format!("user:{user}"), "lost-answer");
+    let _: () = redis::cmd("DEL").arg(&record).query_async(&mut app.redis.clone()).await.unwrap();
+
+    let retried = order_with_key(&app, voucher, &token, "lost-answer").await;
+    assert!(!replayed(&retried), "no answer was kept: the retry runs");
+    let body = expect_error(retried, StatusCode::CONFLICT, "DUPLICATE_ORDER").await;
+    assert_eq!(body["data"], id, "{path:?}: the retry names the order its first attempt placed");
+    // A new key is a new click, answered as any: by whichever of the stock
+    // and the buyer check its path makes first.
+    let other = order_with_key(&app, voucher, &token, "a-new-click").await;
+    assert_eq!(other.status(), StatusCode::CONFLICT, "{path:?}");
+    let code = other.json::<Value>().await.unwrap()["errorCode"].clone();
+    assert!(code == "SOLD_OUT" || code == "DUPLICATE_ORDER", "{path:?}: {code}");
+    app.settled(path, voucher).await;
+    assert_eq!(app.orders_of(voucher).await, (1, 1), "{path:?}");
+}
+
+on_every_path!(a_retry_whose_first_attempts_answer_was_lost_is_told_of_its_order_even_once_sold_out);

@@ -13,6 +13,11 @@
 //! - Answers that say nothing final are not kept, so a retry runs again:
 //!   429 (a limit or a busy lock), 503 and 500 (nothing committed, or the
 //!   outcome is looked up by the retry itself), 401 and 403.
+//! - A request that runs again where an earlier one under its key ended
+//!   with no answer kept (it died with its instance, or answered nothing
+//!   final) is told so (`Attempt::AfterUnsettled`): what the earlier one
+//!   did may stand, and the work looks for it first. A marker beside the
+//!   key, kept as long as an answer, remembers that the key was tried.
 //!
 //! Plumbing: the handler names the caller and what makes two requests the
 //! same; this module knows nothing of orders or vouchers.
@@ -66,6 +71,15 @@ impl Idempotency {
     }
 }
 
+/// Whether an earlier request under the key may have done the work.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Attempt {
+    /// The key's first request (or a request without a key).
+    First,
+    /// An earlier request under this key ended with no answer kept.
+    AfterUnsettled,
+}
+
 /// What a key holds: a claim (no status yet) or the first answer.
 #[derive(Debug, Serialize, Deserialize)]
 struct Record {
@@ -115,11 +129,12 @@ impl IdempotencyKey {
     /// Runs `work` once per key: `caller` is whose key it is, `request`
     /// what makes two requests the same (the voucher ordered, the body).
     /// Without a key, `work` just runs.
-    pub(crate) async fn run<F>(self, caller: &str, request: String, work: F) -> Response
+    pub(crate) async fn run<W, F>(self, caller: &str, request: String, work: W) -> Response
     where
+        W: FnOnce(Attempt) -> F,
         F: Future<Output = Response>,
     {
-        let Some(key) = self.key else { return work.await };
+        let Some(key) = self.key else { return work(Attempt::First).await };
         let redis_key = self.store.keys.idempotency(caller, &key);
         let claim =
             Record { request, claim: Some(uuid::Uuid::new_v4().simple().to_string()), status: None, body: None };
@@ -141,6 +156,8 @@ impl IdempotencyKey {
                 Err(err) => return ApiError::from(err).into_response(),
             };
             if set.is_some() {
+                let attempt = self.store.attempt(&redis_key).await;
+                let work = work(attempt);
                 let renew = async {
                     loop {
                         tokio::time::sleep(CLAIM_RENEW).await;
@@ -175,6 +192,28 @@ impl IdempotencyKey {
 }
 
 impl Idempotency {
+    /// Marks the key tried; an earlier mark means an earlier request under
+    /// it ended with no answer kept (the claim was just free). Unsure (Redis
+    /// failed) counts as after one: the work then only looks first.
+    async fn attempt(&self, redis_key: &str) -> Attempt {
+        let marked: redis::RedisResult<Option<String>> = redis::cmd("SET")
+            .arg(format!("{redis_key}:tried"))
+            .arg(1)
+            .arg("NX")
+            .arg("PX")
+            .arg(KEPT_FOR.as_millis() as u64)
+            .query_async(&mut self.redis.clone())
+            .await;
+        match marked {
+            Ok(Some(_)) => Attempt::First,
+            Ok(None) => Attempt::AfterUnsettled,
+            Err(err) => {
+                tracing::warn!(key = redis_key, error = %err, "marking an idempotency key tried failed");
+                Attempt::AfterUnsettled
+            }
+        }
+    }
+
     /// Keeps the answer under the key, or gives the key back when the
     /// answer says nothing final; either only if the claim is still ours.
     async fn finish(&self, redis_key: &str, claimed: &str, request: &str, answer: Response) -> Response {

@@ -15,10 +15,10 @@ use crate::{
         envelope::{Failure, Success},
         extract::{Id, Path},
         failures::{BadPath, Unauthorized, Unavailable},
-        idempotency::IdempotencyKey,
+        idempotency::{Attempt, IdempotencyKey},
         ratelimit::LocalUserLimiter,
     },
-    seckill::Seckill,
+    seckill::{PlacedOrder, Seckill, SeckillError},
 };
 
 #[utoipa::path(post, path = "/voucher-order/seckill/{voucher_id}", tag = "order", security(("token" = [])),
@@ -46,19 +46,24 @@ pub(crate) async fn place_order(
     idempotency: IdempotencyKey,
 ) -> Response {
     let ordering = Ordering { seckill, order_limit, paths };
-    once_per_key(idempotency, user.id, voucher_id, order(ordering, user.id, voucher_id, None)).await
+    once_per_key(idempotency, ordering, user.id, voucher_id, None).await
 }
 
 /// An order under its `Idempotency-Key`, with or without a path: a retry
 /// with the key gets the first answer.
 async fn once_per_key(
     idempotency: IdempotencyKey,
+    ordering: Ordering,
     user_id: u64,
     voucher_id: u64,
-    order: impl Future<Output = ApiResult<Reply<String>>>,
+    path: Option<String>,
 ) -> Response {
     let caller = format!("user:{user_id}");
-    idempotency.run(&caller, format!("order voucher {voucher_id}"), async { order.await.into_response() }).await
+    idempotency
+        .run(&caller, format!("order voucher {voucher_id}"), |attempt| async move {
+            order(ordering, user_id, voucher_id, path, attempt).await.into_response()
+        })
+        .await
 }
 
 /// The order of a guarded voucher, with the sale path the buyer was given
@@ -95,13 +100,34 @@ pub(crate) async fn place_order_on_path(
         return ApiError::validation("a sale path is 1 to 128 base64url characters, as given").into_response();
     }
     let ordering = Ordering { seckill, order_limit, paths };
-    once_per_key(idempotency, user.id, voucher_id, order(ordering, user.id, voucher_id, Some(path))).await
+    once_per_key(idempotency, ordering, user.id, voucher_id, Some(path)).await
 }
 
 /// What the path segment of a sale path can be at all: anything else is a
 /// 400, whatever the voucher (one without a guard ignores the path).
 fn is_path_shaped(path: &str) -> bool {
     (1..=128).contains(&path.len()) && path.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+}
+
+/// The order's limit, its voucher's guard, the sale. A retry whose
+/// earlier attempt's answer was lost is told of the order that attempt
+/// placed, before a sold-out voucher would say it has none left.
+async fn place(
+    ordering: &Ordering,
+    user_id: u64,
+    voucher_id: u64,
+    path: Option<String>,
+    attempt: Attempt,
+) -> ApiResult<PlacedOrder> {
+    let Ordering { seckill, order_limit, paths } = ordering;
+    order_limit.hit(user_id, "too many orders; slow down")?;
+    if attempt == Attempt::AfterUnsettled
+        && let Some(held) = seckill.held_order(user_id, voucher_id).await?
+    {
+        return Err(SeckillError::DuplicateOrder(Some(held)).into());
+    }
+    let spend = paths.check_order(user_id, voucher_id, path.as_deref()).await?;
+    Ok(seckill.place(user_id, voucher_id, spend).await?)
 }
 
 /// What an order goes through: its limit, its voucher's guard, the sale.
@@ -111,15 +137,15 @@ struct Ordering {
     paths: SalePath,
 }
 
-async fn order(ordering: Ordering, user_id: u64, voucher_id: u64, path: Option<String>) -> ApiResult<Reply<String>> {
-    let Ordering { seckill, order_limit, paths } = ordering;
-    let placed = match order_limit.hit(user_id, "too many orders; slow down") {
-        Ok(()) => match paths.check_order(user_id, voucher_id, path.as_deref()).await {
-            Ok(spend) => seckill.place(user_id, voucher_id, spend).await.map_err(ApiError::from),
-            Err(refused) => Err(ApiError::from(refused)),
-        },
-        Err(refused) => Err(refused),
-    };
+async fn order(
+    ordering: Ordering,
+    user_id: u64,
+    voucher_id: u64,
+    path: Option<String>,
+    attempt: Attempt,
+) -> ApiResult<Reply<String>> {
+    let placed = place(&ordering, user_id, voucher_id, path, attempt).await;
+    let seckill = &ordering.seckill;
     let outcome =
         placed.as_ref().map_or_else(|e| e.code().as_str(), |p| if p.replicated { "SUCCESS" } else { "UNREPLICATED" });
     metrics::counter!("hmdp_seckill_orders_total", "mode" => seckill.mode(), "outcome" => outcome).increment(1);

@@ -35,6 +35,7 @@ pub use asynchronous::{Reconciliation, reconcile};
 pub use error::{SeckillError, SeckillResult};
 pub(crate) use model::OrderView;
 pub use model::PathUse;
+pub(crate) use model::PlacedOrder;
 pub(crate) use model::StockSet;
 pub(crate) use parts::Dependencies;
 pub(crate) use routes::routes;

@@ -17,7 +17,7 @@ use super::{
     model::{OrderView, PathUse, PlacedOrder, StockSet},
     order,
     parts::{Dependencies, Workers},
-    stale,
+    stale, store,
     sync::GroupStats,
 };
 use crate::{config::Config, keys::Keys};
@@ -92,6 +92,17 @@ impl Seckill {
         match &*self.0.mode {
             Mode::Sync(orders) => orders.place(user_id, voucher_id, spend).await.map(PlacedOrder::committed),
             Mode::Async(mode) => mode.place(user_id, voucher_id, spend).await,
+        }
+    }
+
+    /// The live order the user holds for the voucher, if any: what an
+    /// earlier attempt whose answer was lost may have placed. The
+    /// asynchronous order script finds its buyer before the stock, so only
+    /// the synchronous mode, whose stock gate answers first, looks.
+    pub(crate) async fn held_order(&self, user_id: u64, voucher_id: u64) -> SeckillResult<Option<i64>> {
+        match &*self.0.mode {
+            Mode::Sync(_) => Ok(store::held_order(&self.0.db, user_id, voucher_id).await?),
+            Mode::Async(_) => Ok(None),
         }
     }
 

@@ -175,7 +175,7 @@ pub(crate) async fn create_voucher(
         let id = store::insert_voucher(&db, &voucher).await?;
         ApiResult::Ok(Reply::data(id))
     };
-    idempotency.run(ADMIN_CALLER, request, async { create.await.into_response() }).await
+    idempotency.run(ADMIN_CALLER, request, |_| async { create.await.into_response() }).await
 }
 
 /// Both rows in one transaction: a seckill voucher never exists half-made.
@@ -208,7 +208,7 @@ pub(crate) async fn create_seckill_voucher(
         sales.open_sale(id).await;
         ApiResult::Ok(Reply::data(id))
     };
-    idempotency.run(ADMIN_CALLER, request, async { create.await.into_response() }).await
+    idempotency.run(ADMIN_CALLER, request, |_| async { create.await.into_response() }).await
 }
 
 /// Whose idempotency keys voucher creation uses: the one admin key's.
