@@ -50,10 +50,25 @@ fn servers(nats_url: &str) -> Vec<&str> {
 
 /// A durable made for one run (an audit's) goes when the run is over: the
 /// broker would keep it, and its position, for ever.
+/// A few tries, as for its creation, then an error the caller may only
+/// report: what the durable held has been applied already.
 pub async fn delete_durable(nats_url: &str, durable: &str) -> anyhow::Result<()> {
     let client = async_nats::connect(servers(nats_url)).await?;
-    jetstream::new(client).get_stream(STREAM).await?.delete_consumer(durable).await?;
-    Ok(())
+    let js = jetstream::new(client);
+    let mut tries = 0;
+    loop {
+        let deleted =
+            async { js.get_stream(STREAM).await?.delete_consumer(durable).await.map_err(anyhow::Error::from) };
+        match deleted.await {
+            Ok(_) => return Ok(()),
+            Err(err) if tries < 5 => {
+                tries += 1;
+                eprintln!("deleting the durable {durable}: {err}; asking again");
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+            Err(err) => return Err(err),
+        }
+    }
 }
 
 pub async fn consume(db: &MySqlPool, options: &Options) -> anyhow::Result<Run> {
@@ -75,24 +90,32 @@ pub async fn consume(db: &MySqlPool, options: &Options) -> anyhow::Result<Run> {
             }
         }
     };
-    let consumer = stream
-        .get_or_create_consumer(
-            &options.durable,
-            pull::Config {
-                durable_name: Some(options.durable.clone()),
-                ack_policy: jetstream::consumer::AckPolicy::Explicit,
-                ack_wait: Duration::from_secs(30),
-                max_ack_pending: 20_000,
-                deliver_policy: match options.since_ms {
-                    Some(ms) => jetstream::consumer::DeliverPolicy::ByStartTime {
-                        start_time: time::OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000)?,
-                    },
-                    None => jetstream::consumer::DeliverPolicy::All,
-                },
-                ..Default::default()
+    let config = pull::Config {
+        durable_name: Some(options.durable.clone()),
+        ack_policy: jetstream::consumer::AckPolicy::Explicit,
+        ack_wait: Duration::from_secs(30),
+        max_ack_pending: 20_000,
+        deliver_policy: match options.since_ms {
+            Some(ms) => jetstream::consumer::DeliverPolicy::ByStartTime {
+                start_time: time::OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000)?,
             },
-        )
-        .await?;
+            None => jetstream::consumer::DeliverPolicy::All,
+        },
+        ..Default::default()
+    };
+    // A new durable is a raft group of its own: with a broker lost, its
+    // first leader may take longer to elect than the API's 5 s answer
+    // timeout. Asking again under the same name is safe (it is found, not
+    // made twice); the caller bounds the wait.
+    let consumer = loop {
+        match stream.get_or_create_consumer(&options.durable, config.clone()).await {
+            Ok(consumer) => break consumer,
+            Err(err) => {
+                eprintln!("creating the durable {}: {err}; asking again", options.durable);
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+        }
+    };
     let mut run = Run::default();
     let mut last_message = Instant::now();
     loop {

@@ -55,6 +55,8 @@ pub async fn audit_sale(
             break audit;
         }
     };
-    consume::delete_durable(nats_url, &options.durable).await?;
+    if let Err(err) = consume::delete_durable(nats_url, &options.durable).await {
+        eprintln!("the audit's durable {} is left on the broker: {err}", options.durable);
+    }
     Ok((total, audit))
 }
