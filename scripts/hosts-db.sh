@@ -60,8 +60,20 @@ db_start() { # db_start HOST SERVER-ID FLAGS...
             --auth-root-socket-user=root --skip-test-db >"$dir/install.log" 2>&1 \
             || { cat "$dir/install.log" >&2; die "mariadb-install-db failed for the $host host"; }
     fi
+    # A peer whose machine is gone sends no FIN: its socket must fail
+    # soon, idle (keep-alive, 5 s) or with data unacknowledged (five
+    # retransmissions, about 12 s), not in the kernel's 2 hours or 15
+    # minutes. MariaDB 10.11's semi-synchronous primary hangs otherwise:
+    # the thread that reads the standbys' acks waits in poll() on the lost
+    # standby's socket alone, a new standby of the same server id must
+    # first remove the old one, which waits for that thread while holding
+    # the lock every new connection needs, and the primary takes no
+    # connection at all (seen: `scripts/hosts rejoin db-replica` 5 s
+    # after its loss, mid-sale).
+    in_host "$host" sysctl -qw net.ipv4.tcp_retries2=5 >/dev/null
     log "starting MariaDB on the $host host ($(host_ip "$host"):3306)"
     in_host "$host" "$(command -v mariadbd || echo /usr/sbin/mariadbd)" --no-defaults --user=root \
+        --tcp-keepalive-time=2 --tcp-keepalive-interval=1 --tcp-keepalive-probes=3 \
         --datadir="$dir/data" --socket="$dir/mysqld.sock" --pid-file="$dir/mysqld.pid" \
         --port=3306 --bind-address="$(host_ip "$host")" --skip-name-resolve --server-id="$id" \
         --character-set-server=utf8mb4 --collation-server=utf8mb4_general_ci \
@@ -103,17 +115,24 @@ db_hosts_up() {
     db_sql db-replica <<<"SET sql_log_bin = 0;
         CREATE USER IF NOT EXISTS 'hmdp'@'$HOSTS_NET.%' IDENTIFIED BY '$HOSTS_DB_PASSWORD';
         ALTER USER 'hmdp'@'$HOSTS_NET.%' IDENTIFIED BY '$HOSTS_DB_PASSWORD' $(db_require);
+        REVOKE ALL PRIVILEGES, GRANT OPTION FROM 'hmdp'@'$HOSTS_NET.%';
         GRANT SELECT ON \`hmdp\`.* TO 'hmdp'@'$HOSTS_NET.%';" \
         || die "cannot make the account on the db-replica host"
     if ! replication_running; then
         # A fresh primary logs everything from its first database on: the
         # replica starts from the beginning of its binary log. Over TLS the
         # replica verifies that the primary's certificate names its address.
-        local ssl="MASTER_SSL=0"
+        # A standby made from a copy of the primary (rejoin) starts after
+        # the copy's last transaction. The primary sends a heartbeat each
+        # second when it has nothing else to send: a standby gone is found
+        # by the write that fails (db_start), not after 30 s of silence.
+        local ssl="MASTER_SSL=0" from="" copied="$(db_dir db-replica)/gtid-of-copy"
+        [ -s "$copied" ] && from="SET GLOBAL gtid_slave_pos = '$(cat "$copied")';"
         tls_on && ssl="MASTER_SSL=1, MASTER_SSL_CA='$TLS_DIR/ca.pem', MASTER_SSL_VERIFY_SERVER_CERT=1"
-        db_sql db-replica <<<"STOP SLAVE; CHANGE MASTER TO MASTER_HOST='$(host_ip db)', MASTER_PORT=3306,
+        db_sql db-replica <<<"STOP SLAVE; $from CHANGE MASTER TO MASTER_HOST='$(host_ip db)', MASTER_PORT=3306,
             MASTER_USER='hmdp_repl', MASTER_PASSWORD='$HOSTS_REPL_PASSWORD', MASTER_USE_GTID=slave_pos,
-            MASTER_CONNECT_RETRY=1, $ssl; START SLAVE;" || die "cannot start replication on the db-replica host"
+            MASTER_CONNECT_RETRY=1, MASTER_HEARTBEAT_PERIOD=1, $ssl; START SLAVE;" || die "cannot start replication on the db-replica host"
+        rm -f "$copied"
     fi
     wait_for 30 "replication from the db host (see $(db_dir db-replica)/error.log)" replication_running
     # Until the standby has said it waits, the primary's first commits
@@ -129,9 +148,18 @@ replication_running() {
 }
 # (No `cut` here: scripts/hosts has a command of that name.)
 standby_acknowledges() {
-    [ "$(db_sql db -N -e "SHOW GLOBAL STATUS WHERE Variable_name IN
-        ('Rpl_semi_sync_master_status', 'Rpl_semi_sync_master_clients')" 2>/dev/null | sort | xargs)" \
-        = "Rpl_semi_sync_master_clients 1 Rpl_semi_sync_master_status ON" ]
+    local said
+    said=$(db_sql db -N -e "SHOW GLOBAL STATUS WHERE Variable_name IN
+        ('Rpl_semi_sync_master_status', 'Rpl_semi_sync_master_clients')" 2>/dev/null | sort | xargs)
+    [ "$said" != "Rpl_semi_sync_master_clients 1 Rpl_semi_sync_master_status ON" ] || return 0
+    # A primary that went on alone waits for its standby again only once
+    # the standby has acknowledged a commit: one is made when none comes
+    # (a rejoin after the sale).
+    [ "$said" != "Rpl_semi_sync_master_clients 1 Rpl_semi_sync_master_status OFF" ] || db_sql db <<<"
+        CREATE DATABASE IF NOT EXISTS hmdp_heartbeat;
+        CREATE TABLE IF NOT EXISTS hmdp_heartbeat.beat (id TINYINT PRIMARY KEY, at DATETIME(6) NOT NULL);
+        REPLACE INTO hmdp_heartbeat.beat VALUES (1, NOW(6));" >/dev/null 2>&1
+    return 1
 }
 
 hosts_database_url() {

@@ -1,0 +1,73 @@
+# shellcheck shell=bash
+# Machines lost with their disks and fresh ones in their place, on the
+# hosts' Redis Cluster stack that scripts/check-hosts leaves up: what
+# cannot be survived is refused and changes nothing; after a lost host
+# rejoins, the stack loses another of its kind and still sells (audited);
+# the db host's acknowledged commits outlive it on a standby that was
+# itself a fresh machine. Sourced by scripts/check-hosts (its helpers:
+# refused, ready_status).
+
+# A sale of 500 buyers for 100 units through the hosts' nginx, audited.
+sale_after_loss() { # sale_after_loss WHAT PHONE
+    "$ROOT/target/release/seckill-load" --base-url "$HMDP_BASE_URL" --users 500 --stock 100 \
+        --concurrency 100 --first-phone "$2" >"$STATE_DIR/hosts-sale-lost-$1.log" 2>&1 \
+        || { tail -30 "$STATE_DIR/hosts-sale-lost-$1.log" >&2; die "the sale with $1 lost failed its audit"; }
+    log "a sale with $1 lost, audited"
+}
+# The host of the master serving KEY's slot, as ASKED sees it.
+master_host_of() { hosts master-of "$1" "$2" 2>/dev/null; }
+a_node_but() { # a_node_but HOST: another node of the cluster, to ask while HOST is lost
+    local node
+    for node in redis1 redis2 redis3 redis4 redis5 redis6; do [ "$node" = "$1" ] || { echo "$node"; return; }; done
+}
+lose_master() { # lose_master HOST KEY: HOST (KEY's master) lost, its replica promoted
+    local asked promoted=""
+    asked=$(a_node_but "$1")
+    hosts lose "$1" >/dev/null
+    for _ in $(seq 1 150); do
+        promoted=$(master_host_of "$2" "$asked") && [ "$promoted" != "$1" ] && break
+        promoted=""
+        sleep 0.2
+    done
+    [ -n "$promoted" ] || die "no replica took over from $1's host within 30 s"
+    log "$1's host, the master of $2, lost; $promoted promoted"
+}
+
+log "a host lost with its disk, and a fresh one in its place: what cannot be done is refused"
+refused "losing a host there is not" "no host" hosts lose db2
+refused "losing nginx, the only one" "only one" hosts lose nginx
+refused "a rejoin of a host there is not" "no host" hosts rejoin db2
+refused "a rejoin of a host that is not lost" "not lost" hosts rejoin app1
+[ "$(ready_status 10.231.0.10:8080)" = 200 ] || die "a refused loss of nginx changed it"
+
+log "an instance's host lost, a fresh one in its place, then the other's lost"
+hosts lose app1
+hosts rejoin app1
+[ "$(ready_status 10.231.0.11:8081)" = 200 ] || die "the rejoined app1 is not ready"
+hosts lose app2
+sale_after_loss app2 16630000000
+hosts rejoin app2
+
+log "a Redis master's host lost, a fresh one in its place, then another master's host lost"
+first=$(master_host_of "{lost-1}" redis1) || die "no master of {lost-1}"
+lose_master "$first" "{lost-1}"
+hosts rejoin "$first"
+took_over=$(master_host_of "{lost-1}" "$first")
+second=""
+for tag in $(seq 2 40); do
+    second=$(master_host_of "{lost-$tag}" "$first") && [ "$second" != "$took_over" ] && break
+    second=""
+done
+[ -n "$second" ] || die "no key found on a master other than $took_over"
+lose_master "$second" "{lost-$tag}"
+sale_after_loss "$second" 16640000000
+hosts rejoin "$second"
+
+log "the standby's host lost and a fresh one cloned from the primary; then the primary's host lost"
+hosts lose db-replica
+hosts rejoin db-replica
+python3 scripts/check-durability --lose-primary || die "an acknowledged commit was lost with the db host"
+refused "losing the second database host" "cannot survive" hosts lose db-replica
+refused "a rejoin of the lost primary, which nothing took over" "no primary to follow" hosts rejoin db
+db_alive_on_replica=$(mariadb --protocol=socket -S "$STATE_DIR/hosts/db-replica/mysqld.sock" -uroot -N -e "SELECT 1")
+[ "$db_alive_on_replica" = 1 ] || die "a refused loss of db-replica changed it"

@@ -1,0 +1,148 @@
+# shellcheck shell=bash
+# A machine lost and a fresh one in its place: `scripts/hosts lose HOST`
+# and `scripts/hosts rejoin HOST`. Sourced by scripts/hosts, whose helpers
+# (host_ip, in_host, app_up, redis_host_up, db_start, ...) it uses.
+
+# A host lost as a machine is lost with its disk: every process SIGKILLed,
+# its directory deleted, its namespace (and so its address) gone. One of a
+# kind at a time, and never the one of its kind: what is refused changes
+# nothing.
+LOST="$HOSTS_DIR/lost"
+lost_hosts() { cat "$LOST" 2>/dev/null || true; }
+lose() { # lose HOST
+    local host=$1 twin other pid
+    host_ip "$host" >/dev/null
+    ! grep -qx "$host" <<<"$(lost_hosts)" || die "the $host host is lost already"
+    host_exists "$host" || die "no host $host is up"
+    case $host in
+        nginx | redis) die "the $host host is the stack's only one: its loss cannot be survived" ;;
+        db | db-replica) twin="db db-replica" ;;
+        app1 | app2) twin="app1 app2" ;;
+        redis[1-6]) twin="${REDIS_NODES[*]}" ;;
+    esac
+    for other in $twin; do
+        ! grep -qx "$other" <<<"$(lost_hosts)" \
+            || die "the $other host is lost already: the stack cannot survive losing the $host host too"
+    done
+    for pid in $(ip netns pids "$(host_ns "$host")" 2>/dev/null); do kill -KILL "$pid" 2>/dev/null || true; done
+    ip netns del "$(host_ns "$host")"
+    ip link del "$(host_veth "$host")" 2>/dev/null || true
+    rm -rf "${HOSTS_DIR:?}/$host"
+    echo "$host" >>"$LOST"
+    log "lost: the $host host ($(host_ip "$host")), its processes killed, its disk deleted, its address dead"
+}
+
+# A fresh machine at a lost host's address, with a key and certificate of
+# its own, given its part as a standby of what took over: an instance
+# again, a Redis Cluster node as the replica of the master that has none,
+# a MariaDB standby cloned from the primary (mariadb-backup) that
+# replicates from where the copy ends. Then the stack can lose one host of
+# that kind again. The lost primary (db) has no rejoin: nothing takes
+# over from it yet, so there is no primary for it to follow.
+rejoin() { # rejoin HOST
+    local host=$1 app other
+    host_ip "$host" >/dev/null
+    grep -qx "$host" <<<"$(lost_hosts)" || die "the $host host is not lost: only a lost host rejoins"
+    [ "$host" != db ] || die "the db host was the primary and no standby took its place: a new machine has no primary to follow; scripts/hosts down, then up"
+    ensure_secrets
+    ensure_hosts_secrets
+    # What the stack runs with, whatever this shell's settings: as the
+    # instance that is left ran.
+    for app in app1 app2; do
+        [ -f "$HOSTS_DIR/$app/settings" ] || continue
+        MODE=$(app_setting "$HOSTS_DIR/$app" mode)
+        REDIS_KIND=$(app_setting "$HOSTS_DIR/$app" redis)
+        HOSTS_TLS=$(app_setting "$HOSTS_DIR/$app" tls)
+        APP_BIN=$(app_setting "$HOSTS_DIR/$app" bin)
+        ran_with "$HOSTS_DIR/$app" pay_timeout ORDER_PAY_TIMEOUT_S
+        ran_with "$HOSTS_DIR/$app" replica_acks ORDER_REPLICA_ACKS
+        break
+    done
+    [ "$host" != db-replica ] || db_alive db || die "the db host's MariaDB does not answer: there is no primary to copy"
+    host_net_up "$host"
+    host_firewall_up "$host"
+    # The new machine's interface is not the old one's: the others forget
+    # the old one's hardware address, as its gratuitous ARP would tell them,
+    # instead of sending to it until their entry goes stale.
+    ip neigh del "$(host_ip "$host")" dev "$HOSTS_BRIDGE" 2>/dev/null || true
+    for other in "${HOST_NAMES[@]}"; do
+        host_exists "$other" && [ "$other" != "$host" ] || continue
+        in_host "$other" ip neigh del "$(host_ip "$host")" dev eth0 2>/dev/null || true
+    done
+    if tls_on && [ "$host" != app1 ] && [ "$host" != app2 ]; then
+        rm -f "$TLS_DIR/$host.pem"
+        host_cert "$host"
+    fi
+    case $host in
+        app1 | app2)
+            app_up "$host"
+            wait_for 60 "$host (see $HOSTS_DIR/$host/hmdp.log)" app_ready "$host"
+            ;;
+        redis[1-6]) rejoin_cluster_node "$host" ;;
+        db-replica) rejoin_standby ;;
+    esac
+    sed -i "/^$host\$/d" "$LOST"
+    log "rejoined: a fresh $host host at $(host_ip "$host"); the stack can lose one of its kind again"
+}
+
+# The lost node is forgotten by every node left (within CLUSTER FORGET's
+# minute, or it comes back by gossip), and the fresh one made the replica
+# of the master without one.
+rejoin_cluster_node() { # rejoin_cluster_node HOST
+    local host=$1 asked="" node ip lost_id master_id
+    ip=$(host_ip "$host")
+    for node in "${REDIS_NODES[@]}"; do
+        [ "$node" != "$host" ] && redis_host_alive "$node" && { asked=$node; break; }
+    done
+    [ -n "$asked" ] || die "no node of the cluster answers"
+    lost_id=$(redis_ops_at "$asked" cluster nodes | awk -v addr="$ip:6379" 'index($2, addr "@") == 1 { print $1 }')
+    for node in "${REDIS_NODES[@]}"; do
+        [ "$node" != "$host" ] && [ -n "$lost_id" ] || continue
+        redis_ops_at "$node" cluster forget "$lost_id" >/dev/null
+    done
+    redis_host_up "$host"
+    master_id=$(redis_ops_at "$asked" cluster nodes | awk '
+        $3 ~ /master/ && $3 !~ /fail/ && NF >= 9 { masters[$1] = 1 }
+        $3 ~ /slave/ && $3 !~ /fail/ { replicas[$4]++ }
+        END { for (id in masters) if (!replicas[id]) { print id; exit } }')
+    [ -n "$master_id" ] || die "every master of the cluster has a replica: no place for the $host host"
+    # shellcheck disable=SC2046
+    REDISCLI_AUTH="$HOSTS_REDIS_OPS_PASSWORD" redis-cli $(redis_cli_tls) --user hmdp-ops \
+        --cluster add-node "$ip:6379" "$(host_ip "$asked"):6379" --cluster-slave --cluster-master-id "$master_id" \
+        >"$HOSTS_DIR/$host/add-node.log" 2>&1 \
+        || { cat "$HOSTS_DIR/$host/add-node.log" >&2; die "redis-cli --cluster add-node failed for the $host host"; }
+    wait_for 60 "the Redis Cluster with the $host host (cluster_state:ok, every replica online)" cluster_ok
+}
+
+# The standby as a new machine gets it: the primary copied live
+# (mariadb-backup takes no lock that stops the sale's commits), the copy
+# prepared and started as the standby, replicating by GTID from the last
+# transaction the copy holds. The accounts came with the copy: the
+# standby's own are set again by db_hosts_up.
+rejoin_standby() {
+    local dir copy gtid
+    ensure_command mariadb-backup mariadb-backup
+    dir=$(db_dir db-replica)
+    copy="$dir/copy"
+    mkdir -p "$dir"
+    # The primary must have dropped the lost standby's connection first
+    # (scripts/hosts-db.sh, db_start: a dead peer's socket fails within
+    # seconds); a new standby meeting it there would hang the primary.
+    poll_for 60 lost_standby_dropped || die "the db host still holds the lost standby's connection after 60 s"
+    mariadb-backup --backup --socket="$(db_dir db)/mysqld.sock" --user=root --target-dir="$copy" \
+        >"$dir/backup.log" 2>&1 || { tail -20 "$dir/backup.log" >&2; die "mariadb-backup --backup of the db host failed"; }
+    mariadb-backup --prepare --target-dir="$copy" >>"$dir/backup.log" 2>&1 \
+        || { tail -20 "$dir/backup.log" >&2; die "mariadb-backup --prepare failed"; }
+    gtid=$(awk '{ print $3 }' "$copy/mariadb_backup_binlog_info" 2>/dev/null || awk '{ print $3 }' "$copy/xtrabackup_binlog_info")
+    [ -n "$gtid" ] || die "the copy of the db host names no GTID position ($copy)"
+    # The primary's binary logs are its own, not the standby's.
+    rm -f "$copy"/primary-bin.*
+    mv "$copy" "$dir/data"
+    log "the db host copied to the db-replica host (mariadb-backup), up to GTID $gtid"
+    echo "$gtid" >"$dir/gtid-of-copy"
+    db_hosts_up
+}
+lost_standby_dropped() {
+    [ "$(db_sql db -N -e "SELECT COUNT(*) FROM information_schema.PROCESSLIST
+        WHERE COMMAND LIKE 'Binlog Dump%' AND HOST LIKE '$(host_ip db-replica):%'")" = 0 ]
+}
