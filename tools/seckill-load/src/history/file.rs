@@ -92,6 +92,17 @@ impl Entry {
     pub(super) fn settled_nothing(&self) -> bool {
         matches!(self.status, None | Some(502..=504))
     }
+
+    /// When its sale happened, as near as the buyer can tell: its answer,
+    /// or, for an order it was told of on a retry (`DUPLICATE_ORDER`
+    /// naming it: an earlier attempt placed it and its answer was lost),
+    /// the first attempt's sending, not the retry's answer many seconds on.
+    pub(super) fn sold_at_ms(&self) -> u64 {
+        match (self.outcome, self.status) {
+            (Outcome::Success, Some(409)) => self.sent_ms,
+            _ => self.answered_ms,
+        }
+    }
 }
 
 #[derive(Serialize, Deserialize)]

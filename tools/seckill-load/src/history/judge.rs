@@ -125,7 +125,7 @@ pub fn find(
 /// until its end, however quick its sales were before.
 fn longest_stall_ms(entries: &[&Entry]) -> u64 {
     let sale = |e: &&&Entry| matches!(e.outcome, Outcome::Success | Outcome::Unreplicated);
-    let mut sold: Vec<u64> = entries.iter().filter(sale).map(|e| e.answered_ms).collect();
+    let mut sold: Vec<u64> = entries.iter().filter(sale).map(|e| e.sold_at_ms()).collect();
     sold.sort_unstable();
     let between = sold.windows(2).map(|pair| pair[1] - pair[0]).max().unwrap_or(0);
     let first_sent = entries.iter().map(|e| e.sent_ms).min().unwrap_or(0);

@@ -83,6 +83,20 @@ fn the_longest_stall_is_the_widest_gap_between_two_sales() {
 }
 
 #[test]
+fn an_order_told_on_a_retry_counts_as_sold_when_its_first_attempt_was_sent() {
+    // Placed at about 100 ms, its answer lost, told by DUPLICATE_ORDER on
+    // a retry 30 s on: the sale did not stop for 30 s.
+    let told_late = Entry { answered_ms: 30_100, attempts: 2, ..entry(1, Outcome::Success, Some(409), Some(501), 100) };
+    let entries = [
+        entry(0, Outcome::Success, Some(200), Some(500), 0),
+        told_late,
+        entry(2, Outcome::Success, Some(200), Some(502), 1_000),
+        entry(3, Outcome::SoldOut, Some(409), None, 1_100),
+    ];
+    assert_eq!(found(&entries, &audit::Rows::new(), &HashMap::new(), None).longest_stall_ms, 905);
+}
+
+#[test]
 fn the_time_to_answer_normally_runs_from_the_heal_to_the_last_abnormal_answer() {
     let entries = [
         entry(0, Outcome::Unavailable, Some(503), None, 900),

@@ -121,12 +121,14 @@ impl Plan {
     async fn order(&self, url: &str, user: usize, i: usize, retried: &AtomicUsize) -> (Answer, Said, u32) {
         let key = (self.retries > 0).then(|| format!("load-{}-{i}", self.run));
         let mut attempt = 0;
+        let mut only_unsettled_before = true;
         loop {
             let (answer, said) =
                 call(&self.client, self.method.clone(), url, &self.tokens[user].token, key.as_deref()).await;
             if attempt >= self.retries || !retryable(&answer) {
-                return (answer, said, attempt + 1);
+                return (told_of_own_order(answer, attempt > 0 && only_unsettled_before), said, attempt + 1);
             }
+            only_unsettled_before &= answer.0 != Outcome::Unavailable;
             attempt += 1;
             retried.fetch_add(1, Ordering::Relaxed);
             tokio::time::sleep(Duration::from_millis(200 * u64::from(attempt)).min(Duration::from_secs(2))).await;
@@ -258,6 +260,19 @@ async fn worker(
 /// What a retrying client sends again: no answer, a 502, a 503, a 504
 /// (nginx waited out an instance that never answered: one whose machine
 /// was lost), or its key still in flight.
+/// A retry told `DUPLICATE_ORDER` with an order, where every earlier
+/// attempt under its key settled nothing (no answer, 502, 504, in
+/// flight): the idempotency layer names the order such an attempt placed
+/// and could not tell (docs/api.md), so the buyer is told what a 200
+/// would have told. Not after a 503, which says no work was done: a row
+/// behind it stays a finding.
+fn told_of_own_order(answer: Answer, only_unsettled_before: bool) -> Answer {
+    match answer {
+        (Outcome::Duplicate, Some(id), other) if only_unsettled_before => (Outcome::Success, Some(id), other),
+        answer => answer,
+    }
+}
+
 fn retryable(answer: &Answer) -> bool {
     match answer {
         (Outcome::Unavailable, ..) => true,
@@ -351,5 +366,23 @@ pub(crate) async fn show_progress(done: Arc<AtomicUsize>, total: usize) {
         tokio::time::sleep(Duration::from_secs(1)).await;
         let n = done.load(Ordering::Relaxed);
         eprint!("\r{n}/{total} answered, {:.0}/s     ", n as f64 / started.elapsed().as_secs_f64());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_retry_told_duplicate_order_after_answers_that_settled_nothing_holds_its_order() {
+        let told = told_of_own_order((Outcome::Duplicate, Some(7), None), true);
+        assert_eq!((told.0, told.1), (Outcome::Success, Some(7)));
+    }
+
+    #[test]
+    fn a_duplicate_order_after_a_503_or_on_a_first_attempt_stays_a_duplicate() {
+        assert_eq!(told_of_own_order((Outcome::Duplicate, Some(7), None), false).0, Outcome::Duplicate);
+        assert_eq!(told_of_own_order((Outcome::Duplicate, None, None), true).0, Outcome::Duplicate);
+        assert_eq!(told_of_own_order((Outcome::SoldOut, None, None), true).0, Outcome::SoldOut);
     }
 }
