@@ -185,6 +185,9 @@ fn a_row_whose_buyer_was_not_told_is_counted_when_an_instances_or_a_masters_host
     assert_eq!(lost.problems(), Vec::<String>::new());
     let lost = run_of("lost-app-host", std::slice::from_ref(&audit), &others, &injection);
     assert_eq!(lost.problems(), Vec::<String>::new());
+    for twice in ["lost-app-host-twice", "lost-redis-master-host-twice"] {
+        assert_eq!(run_of(twice, std::slice::from_ref(&audit), &others, &injection).problems(), Vec::<String>::new());
+    }
     let killed = run_of("redis-master-kill", std::slice::from_ref(&audit), &others, &injection);
     assert!(
         killed.problems().iter().any(|p| p.contains("1 rows whose user was not told success")),
