@@ -16,21 +16,11 @@ sale_after_loss() { # sale_after_loss WHAT PHONE
 }
 # The host of the master serving KEY's slot, as ASKED sees it.
 master_host_of() { hosts master-of "$1" "$2" 2>/dev/null; }
-a_node_but() { # a_node_but HOST: another node of the cluster, to ask while HOST is lost
-    local node
-    for node in redis1 redis2 redis3 redis4 redis5 redis6; do [ "$node" = "$1" ] || { echo "$node"; return; }; done
-}
-lose_master() { # lose_master HOST KEY: HOST (KEY's master) lost, its replica promoted
-    local asked promoted=""
-    asked=$(a_node_but "$1")
-    hosts lose "$1" >/dev/null
-    for _ in $(seq 1 150); do
-        promoted=$(master_host_of "$2" "$asked") && [ "$promoted" != "$1" ] && break
-        promoted=""
-        sleep 0.2
-    done
-    [ -n "$promoted" ] || die "no replica took over from $1's host within 30 s"
-    log "$1's host, the master of $2, lost; $promoted promoted"
+# HOST, the master of {TAG}, lost as chaos loses a sale's voucher's master:
+# over once its replica is promoted.
+lose_master() { # lose_master HOST TAG
+    SALE_VOUCHER_ID=$2 bash "$ROOT/scripts/chaos-cuts" lost-redis-master-host >&2 \
+        || die "losing $1's host, the master of {$2}, failed"
 }
 
 log "a host lost with its disk, and a fresh one in its place: what cannot be done is refused"
@@ -50,7 +40,7 @@ hosts rejoin app2
 
 log "a Redis master's host lost, a fresh one in its place, then another master's host lost"
 first=$(master_host_of "{lost-1}" redis1) || die "no master of {lost-1}"
-lose_master "$first" "{lost-1}"
+lose_master "$first" lost-1
 hosts rejoin "$first"
 took_over=$(master_host_of "{lost-1}" "$first")
 second=""
@@ -59,7 +49,7 @@ for tag in $(seq 2 40); do
     second=""
 done
 [ -n "$second" ] || die "no key found on a master other than $took_over"
-lose_master "$second" "{lost-$tag}"
+lose_master "$second" "lost-$tag"
 sale_after_loss "$second" 16640000000
 hosts rejoin "$second"
 

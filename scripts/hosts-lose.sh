@@ -50,12 +50,8 @@ rejoin() { # rejoin HOST
     # instance that is left ran.
     for app in app1 app2; do
         [ -f "$HOSTS_DIR/$app/settings" ] || continue
-        MODE=$(app_setting "$HOSTS_DIR/$app" mode)
-        REDIS_KIND=$(app_setting "$HOSTS_DIR/$app" redis)
-        HOSTS_TLS=$(app_setting "$HOSTS_DIR/$app" tls)
+        ran_as "$HOSTS_DIR/$app"
         APP_BIN=$(app_setting "$HOSTS_DIR/$app" bin)
-        ran_with "$HOSTS_DIR/$app" pay_timeout ORDER_PAY_TIMEOUT_S
-        ran_with "$HOSTS_DIR/$app" replica_acks ORDER_REPLICA_ACKS
         break
     done
     [ "$host" != db-replica ] || db_alive db || die "the db host's MariaDB does not answer: there is no primary to copy"
@@ -142,6 +138,7 @@ rejoin_standby() {
     echo "$gtid" >"$dir/gtid-of-copy"
     db_hosts_up
 }
+
 lost_standby_dropped() {
     [ "$(db_sql db -N -e "SELECT COUNT(*) FROM information_schema.PROCESSLIST
         WHERE COMMAND LIKE 'Binlog Dump%' AND HOST LIKE '$(host_ip db-replica):%'")" = 0 ]
