@@ -3,9 +3,9 @@
 # hosts' Redis Cluster stack that scripts/check-hosts leaves up: what
 # cannot be survived is refused and changes nothing; after a lost host
 # rejoins, the stack loses another of its kind and still sells (audited);
-# the db host's acknowledged commits outlive it on a standby that was
-# itself a fresh machine. Sourced by scripts/check-hosts (its helpers:
-# refused, ready_status).
+# the MariaDB primary's acknowledged commits outlive its host on a standby
+# that was itself a fresh machine, which Pacemaker promotes. Sourced by
+# scripts/check-hosts (its helpers: refused, ready_status).
 
 # A sale of 500 buyers for 100 units through the hosts' nginx, audited.
 sale_after_loss() { # sale_after_loss WHAT PHONE
@@ -14,6 +14,7 @@ sale_after_loss() { # sale_after_loss WHAT PHONE
         || { tail -30 "$STATE_DIR/hosts-sale-lost-$1.log" >&2; die "the sale with $1 lost failed its audit"; }
     log "a sale with $1 lost, audited"
 }
+primary_is() { [ "$(hosts db-primary --at-address 2>/dev/null)" = "$1" ]; }
 # The host of the master serving KEY's slot, as ASKED sees it.
 master_host_of() { hosts master-of "$1" "$2" 2>/dev/null; }
 # HOST, the master of {TAG}, lost as chaos loses a sale's voucher's master:
@@ -53,11 +54,18 @@ lose_master "$second" "lost-$tag"
 sale_after_loss "$second" 16640000000
 hosts rejoin "$second"
 
-log "the standby's host lost and a fresh one cloned from the primary; then the primary's host lost"
+log "the standby's host lost and a fresh one cloned from the primary; then the primary's host lost, the standby promoted"
+[ "$(hosts db-primary --at-address)" = db ] || die "db is not the primary after up"
 hosts lose db-replica
+refused "losing a second database host" "cannot survive" hosts lose db-witness
+[ "$(hosts db-primary --at-address)" = db ] || die "a refused loss of db-witness changed the primary"
 hosts rejoin db-replica
-python3 scripts/check-durability --lose-primary || die "an acknowledged commit was lost with the db host"
-refused "losing the second database host" "cannot survive" hosts lose db-replica
-refused "a rejoin of the lost primary, which nothing took over" "no primary to follow" hosts rejoin db
-db_alive_on_replica=$(mariadb --protocol=socket -S "$STATE_DIR/hosts/db-replica/mysqld.sock" -uroot -N -e "SELECT 1")
-[ "$db_alive_on_replica" = 1 ] || die "a refused loss of db-replica changed it"
+python3 scripts/check-durability --lose-primary || die "an acknowledged commit was lost with the primary's host"
+poll_for 60 primary_is db-replica || die "db-replica was not promoted within 60 s of the primary's loss"
+sale_after_loss db 16650000000
+hosts rejoin db
+log "the witness's host lost and put back: the pair goes on"
+hosts lose db-witness
+[ "$(hosts db-primary --at-address)" = db-replica ] || die "the witness's loss moved the primary"
+sale_after_loss db-witness 16660000000
+hosts rejoin db-witness

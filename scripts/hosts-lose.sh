@@ -1,7 +1,7 @@
 # shellcheck shell=bash
 # A machine lost and a fresh one in its place: `scripts/hosts lose HOST`
 # and `scripts/hosts rejoin HOST`. Sourced by scripts/hosts, whose helpers
-# (host_ip, in_host, app_up, redis_host_up, db_start, ...) it uses.
+# (host_ip, in_host, app_up, redis_host_up, ha_node_up, ...) it uses.
 
 # A host lost as a machine is lost with its disk: every process SIGKILLed,
 # its directory deleted, its namespace (and so its address) gone. One of a
@@ -16,7 +16,7 @@ lose() { # lose HOST
     host_exists "$host" || die "no host $host is up"
     case $host in
         nginx | redis) die "the $host host is the stack's only one: its loss cannot be survived" ;;
-        db | db-replica) twin="db db-replica" ;;
+        db | db-replica | db-witness) twin="db db-replica db-witness" ;;
         app1 | app2) twin="app1 app2" ;;
         redis[1-6]) twin="${REDIS_NODES[*]}" ;;
     esac
@@ -36,14 +36,17 @@ lose() { # lose HOST
 # its own, given its part as a standby of what took over: an instance
 # again, a Redis Cluster node as the replica of the master that has none,
 # a MariaDB standby cloned from the primary (mariadb-backup) that
-# replicates from where the copy ends. Then the stack can lose one host of
-# that kind again. The lost primary (db) has no rejoin: nothing takes
-# over from it yet, so there is no primary for it to follow.
+# replicates from where the copy ends, a cluster node again on the
+# witness. Then the stack can lose one host of that kind again.
 rejoin() { # rejoin HOST
     local host=$1 app other
     host_ip "$host" >/dev/null
     grep -qx "$host" <<<"$(lost_hosts)" || die "the $host host is not lost: only a lost host rejoins"
-    [ "$host" != db ] || die "the db host was the primary and no standby took its place: a new machine has no primary to follow; scripts/hosts down, then up"
+    case $host in db | db-replica)
+        [ "$HOSTS_DB_STANDBY" = 1 ] || [ "$host" = db-replica ] \
+            || die "the db host was the primary and, with HOSTS_DB_STANDBY=0, nothing took its place: a new machine has no primary to follow; scripts/hosts down, then up"
+        db_primary >/dev/null || die "no MariaDB of the db hosts is the primary: there is nothing to copy" ;;
+    esac
     ensure_secrets
     ensure_hosts_secrets
     # What the stack runs with, whatever this shell's settings: as the
@@ -54,7 +57,6 @@ rejoin() { # rejoin HOST
         APP_BIN=$(app_setting "$HOSTS_DIR/$app" bin)
         break
     done
-    [ "$host" != db-replica ] || db_alive db || die "the db host's MariaDB does not answer: there is no primary to copy"
     host_net_up "$host"
     host_firewall_up "$host"
     # The new machine's interface is not the old one's: the others forget
@@ -65,7 +67,7 @@ rejoin() { # rejoin HOST
         host_exists "$other" && [ "$other" != "$host" ] || continue
         in_host "$other" ip neigh del "$(host_ip "$host")" dev eth0 2>/dev/null || true
     done
-    if tls_on && [ "$host" != app1 ] && [ "$host" != app2 ]; then
+    if tls_on && [ "$host" != app1 ] && [ "$host" != app2 ] && [ "$host" != db-witness ]; then
         rm -f "$TLS_DIR/$host.pem"
         host_cert "$host"
     fi
@@ -75,7 +77,8 @@ rejoin() { # rejoin HOST
             wait_for 60 "$host (see $HOSTS_DIR/$host/hmdp.log)" app_ready "$host"
             ;;
         redis[1-6]) rejoin_cluster_node "$host" ;;
-        db-replica) rejoin_standby ;;
+        db | db-replica) rejoin_standby "$host" ;;
+        db-witness) ha_node_up db-witness ;;
     esac
     sed -i "/^$host\$/d" "$LOST"
     log "rejoined: a fresh $host host at $(host_ip "$host"); the stack can lose one of its kind again"
@@ -112,34 +115,50 @@ rejoin_cluster_node() { # rejoin_cluster_node HOST
 
 # The standby as a new machine gets it: the primary copied live
 # (mariadb-backup takes no lock that stops the sale's commits), the copy
-# prepared and started as the standby, replicating by GTID from the last
-# transaction the copy holds. The accounts came with the copy: the
-# standby's own are set again by db_hosts_up.
-rejoin_standby() {
-    local dir copy gtid
+# prepared and seeded to replicate by GTID from its last transaction; the
+# cluster node started, the agent points it at the primary. The accounts
+# came with the copy.
+rejoin_standby() { # rejoin_standby HOST
+    local host=$1 primary dir copy gtid
     ensure_command mariadb-backup mariadb-backup
-    dir=$(db_dir db-replica)
+    primary=$(db_primary)
+    dir=$(db_dir "$host")
     copy="$dir/copy"
     mkdir -p "$dir"
     # The primary must have dropped the lost standby's connection first
-    # (scripts/hosts-db.sh, db_start: a dead peer's socket fails within
-    # seconds); a new standby meeting it there would hang the primary.
-    poll_for 60 lost_standby_dropped || die "the db host still holds the lost standby's connection after 60 s"
-    mariadb-backup --backup --socket="$(db_dir db)/mysqld.sock" --user=root --target-dir="$copy" \
-        >"$dir/backup.log" 2>&1 || { tail -20 "$dir/backup.log" >&2; die "mariadb-backup --backup of the db host failed"; }
+    # (db_config: a dead peer's socket fails within seconds); a new standby
+    # meeting it there would hang the primary.
+    poll_for 60 lost_standby_dropped "$primary" "$host" \
+        || die "the $primary host still holds the lost standby's connection after 60 s"
+    # In the primary's node, whose server names its directory as the node sees it.
+    ha_or_host "$primary" mariadb-backup --backup --socket="$(db_dir "$primary")/mysqld.sock" --user=root \
+        --target-dir="$copy" >"$dir/backup.log" 2>&1 \
+        || { tail -20 "$dir/backup.log" >&2; die "mariadb-backup --backup of the $primary host failed"; }
     mariadb-backup --prepare --target-dir="$copy" >>"$dir/backup.log" 2>&1 \
         || { tail -20 "$dir/backup.log" >&2; die "mariadb-backup --prepare failed"; }
     gtid=$(awk '{ print $3 }' "$copy/mariadb_backup_binlog_info" 2>/dev/null || awk '{ print $3 }' "$copy/xtrabackup_binlog_info")
-    [ -n "$gtid" ] || die "the copy of the db host names no GTID position ($copy)"
-    # The primary's binary logs are its own, not the standby's.
-    rm -f "$copy"/primary-bin.*
+    [ -n "$gtid" ] || die "the copy of the $primary host names no GTID position ($copy)"
+    rm -rf "$dir/data"
     mv "$copy" "$dir/data"
-    log "the db host copied to the db-replica host (mariadb-backup), up to GTID $gtid"
-    echo "$gtid" >"$dir/gtid-of-copy"
-    db_hosts_up
+    log "the $primary host copied to the $host host (mariadb-backup), up to GTID $gtid"
+    echo "$HOSTS_TLS" >"$dir/tls"
+    in_host "$host" sysctl -qw net.ipv4.tcp_retries2=5 >/dev/null
+    db_standby_seed "$host" "$gtid"
+    db_password_file "$host"
+    if [ "$HOSTS_DB_STANDBY" = 1 ]; then
+        ha_node_up "$host"
+        db_pair_wait
+    else
+        db_async_up
+    fi
+}
+ha_or_host() { # ha_or_host HOST COMMAND...: in HOST's cluster node if it runs one, else on the host
+    local host=$1
+    shift
+    if ha_running "$host"; then ha_at "$host" "$@"; else in_host "$host" "$@"; fi
 }
 
-lost_standby_dropped() {
-    [ "$(db_sql db -N -e "SELECT COUNT(*) FROM information_schema.PROCESSLIST
-        WHERE COMMAND LIKE 'Binlog Dump%' AND HOST LIKE '$(host_ip db-replica):%'")" = 0 ]
+lost_standby_dropped() { # lost_standby_dropped PRIMARY LOST
+    [ "$(db_sql "$1" -N -e "SELECT COUNT(*) FROM information_schema.PROCESSLIST
+        WHERE COMMAND LIKE 'Binlog Dump%' AND HOST LIKE '$(host_ip "$2"):%'")" = 0 ]
 }

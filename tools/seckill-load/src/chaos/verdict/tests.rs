@@ -169,8 +169,8 @@ fn a_sale_of_several_vouchers_is_summed_in_its_row_and_each_problem_names_its_vo
 }
 
 #[test]
-fn a_row_whose_buyer_was_not_told_is_counted_when_an_instances_or_a_masters_host_was_lost_not_when_a_master_was_killed()
-{
+fn a_row_whose_buyer_was_not_told_is_counted_when_an_instances_a_masters_or_the_primarys_host_was_lost_not_when_a_master_was_killed()
+ {
     // The order's call held in a link to a host that answers nothing ends
     // 503 at the request's deadline, and the order may still have reached
     // the replica promoted in its place; a lost instance's host takes the
@@ -185,8 +185,10 @@ fn a_row_whose_buyer_was_not_told_is_counted_when_an_instances_or_a_masters_host
     assert_eq!(lost.problems(), Vec::<String>::new());
     let lost = run_of("lost-app-host", std::slice::from_ref(&audit), &others, &injection);
     assert_eq!(lost.problems(), Vec::<String>::new());
-    for twice in ["lost-app-host-twice", "lost-redis-master-host-twice"] {
-        assert_eq!(run_of(twice, std::slice::from_ref(&audit), &others, &injection).problems(), Vec::<String>::new());
+    for also in
+        ["lost-app-host-twice", "lost-redis-master-host-twice", "lost-db-primary-host", "lost-db-primary-host-twice"]
+    {
+        assert_eq!(run_of(also, std::slice::from_ref(&audit), &others, &injection).problems(), Vec::<String>::new());
     }
     let killed = run_of("redis-master-kill", std::slice::from_ref(&audit), &others, &injection);
     assert!(
