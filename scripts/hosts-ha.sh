@@ -124,13 +124,13 @@ primitive mariadb ocf:hmdp:mariadb \\
         replication_user=hmdp_repl replication_passwd_file=/run/hmdp-db/replication-password node_list="db db-replica" $ssl \\
     op start timeout=120s interval=0 op stop timeout=120s interval=0 \\
     op promote timeout=120s interval=0 op demote timeout=120s interval=0 \\
-    op monitor interval=2s role=Promoted timeout=30s \\
-    op monitor interval=1s role=Unpromoted timeout=30s
+    op monitor interval=5s role=Promoted timeout=30s \\
+    op monitor interval=2s role=Unpromoted timeout=30s
 clone mariadb-pair mariadb meta promotable=true notify=true clone-max=2 promoted-max=1 interleave=true
-primitive primary-address IPaddr2 params ip=$DB_ADDRESS cidr_netmask=24 nic=eth0 op monitor interval=2s
+primitive primary-address IPaddr2 params ip=$DB_ADDRESS cidr_netmask=24 nic=eth0 op monitor interval=10s
 colocation address-with-primary inf: primary-address mariadb-pair:Promoted
 order primary-before-address Mandatory: mariadb-pair:promote primary-address:start
-primitive read-address IPaddr2 params ip=$DB_READ_ADDRESS cidr_netmask=24 nic=eth0 op monitor interval=2s
+primitive read-address IPaddr2 params ip=$DB_READ_ADDRESS cidr_netmask=24 nic=eth0 op monitor interval=10s
 colocation reads-with-standby 200: read-address mariadb-pair:Unpromoted
 location pair-not-on-witness mariadb-pair -inf: db-witness
 location address-not-on-witness primary-address -inf: db-witness
