@@ -136,12 +136,16 @@ db_hosts_up() {
         fi
         mkdir -p "$(db_dir "$host")"
         db_alive "$host" || db_config "$host" >"$(db_dir "$host")/my.cnf"
-        echo "$HOSTS_TLS" >"$(db_dir "$host")/tls"
-        # The dead peer's unacknowledged data (db_config): five tries.
-        in_host "$host" sysctl -qw net.ipv4.tcp_retries2=5 >/dev/null
+        db_host_marked "$host"
     done
     echo "$HOSTS_DB_STANDBY" >"$HOSTS_DIR/db-standby"
     if [ "$HOSTS_DB_STANDBY" = 1 ]; then db_pair_up; else db_async_up; fi
+}
+
+db_host_marked() { # db_host_marked HOST: its TLS recorded, its kernel's retries for a dead peer set
+    echo "$HOSTS_TLS" >"$(db_dir "$1")/tls"
+    # The dead peer's unacknowledged data (db_config): five tries.
+    in_host "$1" sysctl -qw net.ipv4.tcp_retries2=5 >/dev/null
 }
 
 # HOSTS_DB_STANDBY=0: started by these scripts, nothing watching them.

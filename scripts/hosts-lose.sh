@@ -141,8 +141,7 @@ rejoin_standby() { # rejoin_standby HOST
     rm -rf "$dir/data"
     mv "$copy" "$dir/data"
     log "the $primary host copied to the $host host (mariadb-backup), up to GTID $gtid"
-    echo "$HOSTS_TLS" >"$dir/tls"
-    in_host "$host" sysctl -qw net.ipv4.tcp_retries2=5 >/dev/null
+    db_host_marked "$host"
     db_standby_seed "$host" "$gtid"
     db_password_file "$host"
     if [ "$HOSTS_DB_STANDBY" = 1 ]; then
