@@ -4,13 +4,18 @@
 # cannot be survived is refused and changes nothing; after a lost host
 # rejoins, the stack loses another of its kind and still sells (audited);
 # the MariaDB primary's acknowledged commits outlive its host on a standby
-# that was itself a fresh machine, which Pacemaker promotes. Sourced by
+# that was itself a fresh machine, which Pacemaker promotes; the order
+# stream's leader lost, then the new one once the first is back, every
+# order's events audited. Sourced by
 # scripts/check-hosts (its helpers: refused, ready_status).
 
-# A sale of 500 buyers for 100 units through the hosts' nginx, audited.
+# A sale of 500 buyers for 100 units through the hosts' nginx, audited
+# (with the order events, too, when the hosts run them).
 sale_after_loss() { # sale_after_loss WHAT PHONE
+    local audit=()
+    [ -n "${NATS_URL:-}" ] && audit=(--events-audit)
     "$ROOT/target/release/seckill-load" --base-url "$HMDP_BASE_URL" --users 500 --stock 100 \
-        --concurrency 100 --first-phone "$2" >"$STATE_DIR/hosts-sale-lost-$1.log" 2>&1 \
+        --concurrency 100 --first-phone "$2" "${audit[@]}" >"$STATE_DIR/hosts-sale-lost-$1.log" 2>&1 \
         || { tail -30 "$STATE_DIR/hosts-sale-lost-$1.log" >&2; die "the sale with $1 lost failed its audit"; }
     log "a sale with $1 lost, audited"
 }
@@ -69,3 +74,14 @@ hosts lose db-witness
 [ "$(hosts db-primary --at-address)" = db-replica ] || die "the witness's loss moved the primary"
 sale_after_loss db-witness 16660000000
 hosts rejoin db-witness
+
+log "the order stream's leader's host lost, a fresh one in its place (caught up), then the new leader's host lost"
+first=$(hosts nats-leader)
+hosts lose "$first"
+other=$(printf '%s\n' nats1 nats2 nats3 | grep -vx "$first" | head -1)
+refused "losing a second NATS host" "cannot survive" hosts lose "$other"
+hosts rejoin "$first"
+second=$(hosts nats-leader)
+hosts lose "$second"
+sale_after_loss "$second" 16670000000
+hosts rejoin "$second"

@@ -19,6 +19,7 @@ lose() { # lose HOST
         db | db-replica | db-witness) twin="db db-replica db-witness" ;;
         app1 | app2) twin="app1 app2" ;;
         redis[1-6]) twin="${REDIS_NODES[*]}" ;;
+        nats[1-3]) twin="${NATS_HOSTS[*]}" ;;
     esac
     for other in $twin; do
         ! grep -qx "$other" <<<"$(lost_hosts)" \
@@ -79,6 +80,12 @@ rejoin() { # rejoin HOST
         redis[1-6]) rejoin_cluster_node "$host" ;;
         db | db-replica) rejoin_standby "$host" ;;
         db-witness) ha_node_up db-witness ;;
+        # An empty server under the lost one's name: the cluster's leaders
+        # send it what it held; healthy once it has it all.
+        nats[1-3])
+            nats_host_up "$host"
+            wait_for 120 "NATS on the $host host, caught up (see $HOSTS_DIR/$host/nats-server.log)" nats_host_healthy "$host"
+            ;;
     esac
     sed -i "/^$host\$/d" "$LOST"
     log "rejoined: a fresh $host host at $(host_ip "$host"); the stack can lose one of its kind again"

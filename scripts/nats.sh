@@ -1,6 +1,7 @@
 # The stack's NATS server with JetStream, for order events
-# (ORDER_EVENTS=nats scripts/stack up): Debian's nats-server (installed when
-# missing) on 127.0.0.1:4223, its JetStream store in .stack/nats. Port
+# (ORDER_EVENTS=nats scripts/stack up): nats-server 2.15 (installed when
+# missing, scripts/lib.sh) on 127.0.0.1:4223, its JetStream store in
+# .stack/nats, each message on disk before it is acknowledged. Port
 # 4222 is left to a NATS server the machine may run already. Sourced by
 # scripts/stack (after lib.sh).
 #
@@ -47,8 +48,10 @@ nats_up() {
             routes=$(seq $((NATS_PORT + 2000)) $((NATS_PORT + 2002)) | grep -vx "$route" | sed 's|^|nats://127.0.0.1:|' | paste -sd,)
             cluster=(--server_name "hmdp-n$i" --cluster_name hmdp --cluster "nats://127.0.0.1:$route" --routes "$routes")
         fi
+        # Each message on disk before the server acknowledges it.
+        printf 'jetstream { store_dir: "%s", sync_interval: always }\n' "$dir" >"$dir/nats.conf"
         log "starting NATS (JetStream) on 127.0.0.1:$(nats_node_port "$i"), store $dir"
-        nohup "$(nats_server_bin)" -js -a 127.0.0.1 -p "$(nats_node_port "$i")" -sd "$dir" "${cluster[@]}" \
+        nohup "$(nats_server_bin)" -c "$dir/nats.conf" -js -a 127.0.0.1 -p "$(nats_node_port "$i")" -sd "$dir" "${cluster[@]}" \
             >>"$dir/nats-server.log" 2>&1 &
         echo $! >"$dir/nats-server.pid"
     done

@@ -32,6 +32,7 @@ mod voucher;
 use axum::{Router, middleware};
 
 pub use config::Config;
+pub use events::nats_client_options;
 /// The per-user lock, a crate of its own: the compiler keeps it from
 /// importing anything of the app.
 pub use hmdp_lock as lock;

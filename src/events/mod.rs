@@ -19,6 +19,7 @@ mod store;
 
 pub(crate) use change::{Change, OrderCreated};
 pub(crate) use outbox::Outbox;
+pub use publisher::client_options as nats_client_options;
 
 use std::sync::Arc;
 

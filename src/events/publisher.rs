@@ -206,9 +206,28 @@ impl Publisher {
 
 /// The server to connect to (its URL without credentials), and how.
 fn connect_options(settings: &EventSettings) -> anyhow::Result<(Vec<String>, async_nats::ConnectOptions)> {
+    let (servers, options) = client_options(&settings.nats_url, settings.nats_ca_file())?;
+    let options = options
+        .name("hmdp-outbox-relay")
+        .retry_on_initial_connect()
+        .connection_timeout(Duration::from_secs(2))
+        .ping_interval(PING_EVERY)
+        .reconnect_delay_callback(|attempt| Duration::from_millis((attempt as u64 * 100).min(1_000)));
+    Ok((servers, options))
+}
+
+/// The servers of a `NATS_URL` (split by commas, their credentials taken
+/// out) and options that present those credentials and, for `tls://` or
+/// a `ca_file`, require TLS verified against it: the relay's, and those of
+/// a consumer that reads what it published (the load tool's audit), which
+/// must pass the same broker's door.
+pub fn client_options(
+    nats_url: &str,
+    ca_file: Option<&str>,
+) -> anyhow::Result<(Vec<String>, async_nats::ConnectOptions)> {
     let mut servers = Vec::new();
     let mut credentials = None;
-    for url in settings.nats_servers() {
+    for url in nats_url.split(',').map(str::trim).filter(|url| !url.is_empty()) {
         let (server, given) = split_credentials(url)?;
         match (&credentials, given) {
             (_, None) => {}
@@ -226,20 +245,14 @@ fn connect_options(settings: &EventSettings) -> anyhow::Result<(Vec<String>, asy
         Some(Credentials::Token(token)) => async_nats::ConnectOptions::with_token(token),
         None => async_nats::ConnectOptions::new(),
     };
-    options = options
-        .name("hmdp-outbox-relay")
-        .retry_on_initial_connect()
-        .connection_timeout(Duration::from_secs(2))
-        .ping_interval(PING_EVERY)
-        .reconnect_delay_callback(|attempt| Duration::from_millis((attempt as u64 * 100).min(1_000)));
-    if let Some(ca) = settings.nats_ca_file() {
+    if let Some(ca) = ca_file {
         options = options.add_root_certificates(ca.into());
     }
     // For every server, not only the URL's: async-nats upgrades one it
     // learnt from the cluster's INFO (a plain `host:port`) only when this
     // is set or that server's INFO, which is read before TLS, asks for it.
     let tls_url = servers.iter().any(|server| url::Url::parse(server).is_ok_and(|url| url.scheme() == "tls"));
-    if settings.nats_ca_file().is_some() || tls_url {
+    if ca_file.is_some() || tls_url {
         options = options.require_tls(true);
     }
     Ok((servers, options))

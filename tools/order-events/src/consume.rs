@@ -15,8 +15,35 @@ use crate::inbox::{self, Applied, Event};
 const STREAM: &str = "ORDERS";
 const BATCH: usize = 500;
 
-pub struct Options {
+/// Where the stream is, as the service is told it: `NATS_URL` (a cluster's
+/// servers split by commas, credentials in the URL) and, for TLS, the CA
+/// its servers' certificates chain to. A consumer passes the broker's door
+/// as the relay does (hmdp's own options), or a secured broker refuses it.
+#[derive(Clone, Debug, clap::Args)]
+pub struct Broker {
+    #[arg(long, env = "NATS_URL", default_value = "nats://127.0.0.1:4223")]
     pub nats_url: String,
+    /// A CA certificate (PEM) the servers' certificates must chain to; TLS
+    /// is then required of each. Empty: plain, or `tls://` with the
+    /// system's roots.
+    #[arg(long, env = "NATS_CA_FILE", default_value = "")]
+    pub nats_ca_file: String,
+}
+
+impl Broker {
+    pub fn at(nats_url: &str) -> Self {
+        Self { nats_url: nats_url.to_owned(), nats_ca_file: String::new() }
+    }
+
+    fn options(&self, name: &str) -> anyhow::Result<(Vec<String>, async_nats::ConnectOptions)> {
+        let ca_file = Some(self.nats_ca_file.as_str()).filter(|file| !file.is_empty());
+        let (servers, options) = hmdp::nats_client_options(&self.nats_url, ca_file)?;
+        Ok((servers, options.name(name)))
+    }
+}
+
+pub struct Options {
+    pub broker: Broker,
     pub durable: String,
     /// Stop after this long without a message (`None`: run until killed).
     pub idle_exit: Option<Duration>,
@@ -43,17 +70,13 @@ impl Run {
     }
 }
 
-/// A NATS URL, or a cluster's servers split by commas (as `NATS_URL`).
-fn servers(nats_url: &str) -> Vec<&str> {
-    nats_url.split(',').map(str::trim).filter(|url| !url.is_empty()).collect()
-}
-
 /// A durable made for one run (an audit's) goes when the run is over: the
 /// broker would keep it, and its position, for ever.
 /// A few tries, as for its creation, then an error the caller may only
 /// report: what the durable held has been applied already.
-pub async fn delete_durable(nats_url: &str, durable: &str) -> anyhow::Result<()> {
-    let client = async_nats::connect(servers(nats_url)).await?;
+pub async fn delete_durable(broker: &Broker, durable: &str) -> anyhow::Result<()> {
+    let (servers, options) = broker.options("order-events-consumer")?;
+    let client = options.connect(servers).await?;
     let js = jetstream::new(client);
     let mut tries = 0;
     loop {
@@ -73,11 +96,11 @@ pub async fn delete_durable(nats_url: &str, durable: &str) -> anyhow::Result<()>
 
 pub async fn consume(db: &MySqlPool, options: &Options) -> anyhow::Result<Run> {
     inbox::create_tables(db).await?;
-    let client = async_nats::ConnectOptions::new()
-        .name("order-events-consumer")
+    let (servers, connect) = options.broker.options("order-events-consumer")?;
+    let client = connect
         .retry_on_initial_connect()
         .reconnect_delay_callback(|attempt| Duration::from_millis((attempt as u64 * 100).min(1_000)))
-        .connect(servers(&options.nats_url))
+        .connect(servers)
         .await?;
     let js = jetstream::new(client.clone());
     let stream = loop {

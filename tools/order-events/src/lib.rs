@@ -15,7 +15,10 @@ use std::time::{Duration, Instant};
 use hmdp::config::without_password;
 use sqlx::MySqlPool;
 
-use crate::{audit::EventsAudit, consume::Run};
+use crate::{
+    audit::EventsAudit,
+    consume::{Broker, Run},
+};
 
 /// How long the consumer waits for one more event before it holds what it
 /// has against the orders.
@@ -29,7 +32,7 @@ const QUIET: Duration = Duration::from_secs(2);
 pub async fn audit_sale(
     orders: &MySqlPool,
     downstream: &MySqlPool,
-    nats_url: &str,
+    broker: &Broker,
     vouchers: &[u64],
     since_ms: i64,
     wait: Duration,
@@ -37,7 +40,7 @@ pub async fn audit_sale(
     let started = Instant::now();
     inbox::forget_vouchers(downstream, vouchers).await?;
     let options = consume::Options {
-        nats_url: nats_url.to_owned(),
+        broker: broker.clone(),
         durable: format!("audit-{}-{}", vouchers.first().copied().unwrap_or(0), std::process::id()),
         idle_exit: Some(QUIET),
         since_ms: Some(since_ms),
@@ -46,16 +49,16 @@ pub async fn audit_sale(
     let audit = loop {
         // The client waits for a broker that is away; the audit does not.
         let left = wait.saturating_sub(started.elapsed()) + QUIET * 2;
-        let run = tokio::time::timeout(left, consume::consume(downstream, &options))
-            .await
-            .map_err(|_| anyhow::anyhow!("no answer from NATS at {} within {left:?}", without_password(nats_url)))??;
+        let run = tokio::time::timeout(left, consume::consume(downstream, &options)).await.map_err(|_| {
+            anyhow::anyhow!("no answer from NATS at {} within {left:?}", without_password(&broker.nats_url))
+        })??;
         total.add(&run);
         let audit = EventsAudit::run(orders, downstream, vouchers).await?;
         if audit.passed || started.elapsed() >= wait {
             break audit;
         }
     };
-    if let Err(err) = consume::delete_durable(nats_url, &options.durable).await {
+    if let Err(err) = consume::delete_durable(broker, &options.durable).await {
         eprintln!("the audit's durable {} is left on the broker: {err}", options.durable);
     }
     Ok((total, audit))

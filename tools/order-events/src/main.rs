@@ -26,8 +26,8 @@ enum Command {
     /// Subscribes (durably) and applies every event once, until killed or
     /// idle for `--idle-exit-ms`; prints what this run applied.
     Consume {
-        #[arg(long, env = "NATS_URL", default_value = "nats://127.0.0.1:4223")]
-        nats_url: String,
+        #[command(flatten)]
+        broker: consume::Broker,
         /// The durable consumer's name: a second run with the same name
         /// goes on where the first stopped.
         #[arg(long, default_value = "order-events")]
@@ -65,9 +65,9 @@ async fn main() -> anyhow::Result<()> {
     let downstream = hmdp::startup::connect_database(&cli.events_database_url, 4).await?;
     inbox::create_tables(&downstream).await?;
     match cli.command {
-        Command::Consume { nats_url, durable, idle_exit_ms, since_ms } => {
+        Command::Consume { broker, durable, idle_exit_ms, since_ms } => {
             let idle_exit = idle_exit_ms.map(Duration::from_millis);
-            let options = consume::Options { nats_url, durable, idle_exit, since_ms };
+            let options = consume::Options { broker, durable, idle_exit, since_ms };
             let run = consume::consume(&downstream, &options).await?;
             println!("{}", serde_json::to_string(&run)?);
         }

@@ -135,7 +135,10 @@ async fn an_audit_that_finds_no_broker_names_it_without_its_password() {
         hmdp::startup::connect_database(&format!("{}/{database}", scratch::database_server_url()), 2).await.unwrap();
     inbox::create_tables(&db).await.unwrap();
     let url = "nats://relay:nats-pass-135@127.0.0.1:1";
-    let err = order_events::audit_sale(&db, &db, url, &[7], 0, std::time::Duration::ZERO).await.unwrap_err();
+    let err =
+        order_events::audit_sale(&db, &db, &order_events::consume::Broker::at(url), &[7], 0, std::time::Duration::ZERO)
+            .await
+            .unwrap_err();
     let said = format!("{err:#}");
     assert!(said.contains("127.0.0.1:1"), "{said}");
     assert!(!said.contains("nats-pass-135"), "{said}");

@@ -19,8 +19,8 @@ pub struct EventsArgs {
     /// one. For a service run with ORDER_EVENTS=nats.
     #[arg(long)]
     pub events_audit: bool,
-    #[arg(long, env = "NATS_URL", default_value = "nats://127.0.0.1:4223")]
-    pub nats_url: String,
+    #[command(flatten)]
+    pub broker: order_events::consume::Broker,
     /// The consumer's own database (created when missing); by default
     /// `hmdp_downstream` beside the service's, with its account.
     #[arg(long, env = "EVENTS_DATABASE_URL")]
@@ -33,7 +33,7 @@ pub async fn audit(
     args: &EventsArgs,
     database_url: &str,
     orders: &sqlx::MySqlPool,
-    voucher: u64,
+    vouchers: &[u64],
     sale_started_ms: i64,
     wait: Duration,
 ) -> anyhow::Result<Option<EventsAudit>> {
@@ -46,8 +46,7 @@ pub async fn audit(
     };
     let downstream = hmdp::startup::connect_database(&downstream_url, 4).await?;
     let since_ms = sale_started_ms - 1_000;
-    let (run, audit) =
-        order_events::audit_sale(orders, &downstream, &args.nats_url, &[voucher], since_ms, wait).await?;
+    let (run, audit) = order_events::audit_sale(orders, &downstream, &args.broker, vouchers, since_ms, wait).await?;
     eprintln!("order events consumed for the audit: {}", serde_json::to_string(&run)?);
     Ok(Some(audit))
 }

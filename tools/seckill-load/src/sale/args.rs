@@ -136,7 +136,6 @@ impl Args {
                 self.pay_percent.is_some(),
                 "the after-sale scenario (--pay-percent) is of one voucher: not with --vouchers",
             ),
-            (self.events.events_audit, "--events-audit audits one voucher's events: not with --vouchers"),
             (self.ceiling, "--ceiling sells nothing: not with --vouchers"),
         ];
         match refused.iter().find(|(refuse, _)| *refuse) {

@@ -137,9 +137,9 @@ pub(super) async fn settle(
     let answered = by_voucher(plan, &run.tally.answers);
     let user_ids: Vec<Option<u64>> = plan.tokens.iter().map(|u| u.id).collect();
     let no_others = BTreeMap::new();
-    // One voucher only (`Args::several_vouchers_allowed`).
+    // Every voucher's events at once, told with the first voucher's audit.
     let mut events_audit =
-        events::audit(&args.events, args.db.as_str(), &db, plan.voucher(), run.started_ms, drain_timeout).await?;
+        events::audit(&args.events, args.db.as_str(), &db, &plan.vouchers, run.started_ms, drain_timeout).await?;
     let mut audits = Vec::with_capacity(plan.vouchers.len());
     for (k, (voucher, reconciliation)) in plan.vouchers.iter().zip(reconciliations).enumerate() {
         let after = audit::Snapshot::read(&db, *voucher).await?;
