@@ -50,6 +50,10 @@ def row(out, mode, fault, problems):
         return found
     audit = load.get("audit") or {}
     answers = audit.get("answers") or {}
+    if not answers:  # a sale of several vouchers: the answers are each voucher's
+        for voucher in load.get("voucherAudits") or []:
+            for key, n in (voucher.get("answers") or {}).items():
+                answers[key] = answers.get(key, 0) + n
     counts = outcomes(load.get("report") or {})
     found.update({
         "saleWallS": round((load.get("report") or {}).get("wallSecs", 0), 2),
@@ -61,9 +65,13 @@ def row(out, mode, fault, problems):
         "successWithoutRow": answers.get("successWithoutRow"),
         "accepted": answers.get("acceptedOrders"),
         "unavailable": counts.get("SERVICE_UNAVAILABLE", 0) + counts.get("503", 0),
+        "retried": load.get("retried") or 0,
         "outcomes": counts,
     })
-    events = audit.get("events")
+    # A sale of several vouchers: the audit sums them, the events' audit
+    # (of all at once) is told with the first voucher's.
+    events = audit.get("events") or next(
+        (v["events"] for v in load.get("voucherAudits") or [] if v.get("events")), None)
     if events:
         found["events"] = {k: events.get(k) for k in ("orderRows", "events", "wrong", "withoutRow")}
     try:
@@ -99,8 +107,9 @@ def self_test():
             {"label": "success", "samples": 20}, {"label": "SERVICE_UNAVAILABLE", "samples": 3},
             {"label": "TOTAL", "samples": 23}]},
             "audit": {"initialStock": 20, "orders": 20, "oversold": 0, "duplicatePairs": 0,
-                      "answers": {"successOrders": 20, "successWithoutRow": 0, "acceptedOrders": 0},
-                      "events": {"orderRows": 20, "events": 20, "wrong": 0, "withoutRow": 0}}}
+                      "answers": {"successOrders": 20, "successWithoutRow": 0, "acceptedOrders": 0}},
+            "voucherAudits": [{"voucherId": 1, "answers": {"successOrders": 5}}, {"voucherId": 2, "events": {"orderRows": 20, "events": 20, "wrong": 0,
+                                                                        "withoutRow": 0}}]}
         for mode in ("sync", "async"):
             with open(os.path.join(out, f"{mode}-lost-x.json"), "w", encoding="utf-8") as f:
                 json.dump(load, f)
@@ -117,6 +126,7 @@ def self_test():
     assert sync["unavailable"] == 3 and sync["saleWallS"] == 30.0 and sync["longestStallMs"] == 32, sync
     assert sync["faultSaid"] == "nats3's host lost; nats1 leads it; a fresh nats3 in its place", sync["faultSaid"]
     assert sync["events"]["events"] == 20 and "longestStallMs" not in async_, async_
+    assert sync["success"] == 20, "the sale's own answers, not its vouchers' again"
     assert len(got["runs"]) == 2, "a fault that never ran has no row"
     print("chaos_summary self-test: rows, problems, the fault's words and the checker's stall each read")
 
