@@ -142,10 +142,8 @@ db_hosts_up() {
     if [ "$HOSTS_DB_STANDBY" = 1 ]; then db_pair_up; else db_async_up; fi
 }
 
-db_host_marked() { # db_host_marked HOST: its TLS recorded, its kernel's retries for a dead peer set
+db_host_marked() { # db_host_marked HOST: its TLS recorded (its kernel's retries for a dead peer: host_net_up)
     echo "$HOSTS_TLS" >"$(db_dir "$1")/tls"
-    # The dead peer's unacknowledged data (db_config): five tries.
-    in_host "$1" sysctl -qw net.ipv4.tcp_retries2=5 >/dev/null
 }
 
 # HOSTS_DB_STANDBY=0: started by these scripts, nothing watching them.
