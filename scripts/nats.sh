@@ -48,8 +48,9 @@ nats_up() {
             routes=$(seq $((NATS_PORT + 2000)) $((NATS_PORT + 2002)) | grep -vx "$route" | sed 's|^|nats://127.0.0.1:|' | paste -sd,)
             cluster=(--server_name "hmdp-n$i" --cluster_name hmdp --cluster "nats://127.0.0.1:$route" --routes "$routes")
         fi
-        # Each message on disk before the server acknowledges it.
-        printf 'jetstream { store_dir: "%s", sync_interval: always }\n' "$dir" >"$dir/nats.conf"
+        # Each message on disk before the server acknowledges it (the store
+        # is the command line's: named in both, the server refuses to start).
+        echo 'jetstream { sync_interval: always }' >"$dir/nats.conf"
         log "starting NATS (JetStream) on 127.0.0.1:$(nats_node_port "$i"), store $dir"
         nohup "$(nats_server_bin)" -c "$dir/nats.conf" -js -a 127.0.0.1 -p "$(nats_node_port "$i")" -sd "$dir" "${cluster[@]}" \
             >>"$dir/nats-server.log" 2>&1 &
