@@ -98,17 +98,19 @@ impl EventSettings {
     /// `NATS_URL`'s servers: one URL, or several split by commas (the
     /// servers of a cluster, tried in turn when one is down).
     pub fn nats_servers(&self) -> impl Iterator<Item = &str> {
-        self.nats_url.split(',').map(str::trim).filter(|url| !url.is_empty())
+        nats_servers_in(&self.nats_url)
     }
 
     /// Whether orders write their events.
     pub fn written(&self) -> bool {
         self.order_events != OrderEvents::Off
     }
+}
 
-    pub fn nats_ca_file(&self) -> Option<&str> {
-        Some(self.nats_ca_file.as_str()).filter(|f| !f.is_empty())
-    }
+/// The servers a `NATS_URL` names: the relay's settings and a consumer's
+/// (the load tool's audit) read one the same way.
+pub(crate) fn nats_servers_in(nats_url: &str) -> impl Iterator<Item = &str> {
+    nats_url.split(',').map(str::trim).filter(|url| !url.is_empty())
 }
 
 impl std::fmt::Debug for EventSettings {

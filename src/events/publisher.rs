@@ -11,7 +11,7 @@ use serde::Serialize;
 use tokio::sync::Notify;
 
 use super::store::StoredEvent;
-use crate::config::EventSettings;
+use crate::config::{EventSettings, nats_servers_in};
 
 /// The stream every order event goes to, and its subjects' prefix.
 pub(crate) const STREAM: &str = "ORDERS";
@@ -206,7 +206,7 @@ impl Publisher {
 
 /// The server to connect to (its URL without credentials), and how.
 fn connect_options(settings: &EventSettings) -> anyhow::Result<(Vec<String>, async_nats::ConnectOptions)> {
-    let (servers, options) = client_options(&settings.nats_url, settings.nats_ca_file())?;
+    let (servers, options) = client_options(&settings.nats_url, &settings.nats_ca_file)?;
     let options = options
         .name("hmdp-outbox-relay")
         .retry_on_initial_connect()
@@ -220,14 +220,13 @@ fn connect_options(settings: &EventSettings) -> anyhow::Result<(Vec<String>, asy
 /// out) and options that present those credentials and, for `tls://` or
 /// a `ca_file`, require TLS verified against it: the relay's, and those of
 /// a consumer that reads what it published (the load tool's audit), which
-/// must pass the same broker's door.
-pub fn client_options(
-    nats_url: &str,
-    ca_file: Option<&str>,
-) -> anyhow::Result<(Vec<String>, async_nats::ConnectOptions)> {
+/// must pass the same broker's door. An empty `ca_file` is none
+/// (`NATS_CA_FILE` unset).
+pub fn client_options(nats_url: &str, ca_file: &str) -> anyhow::Result<(Vec<String>, async_nats::ConnectOptions)> {
+    let ca_file = Some(ca_file).filter(|file| !file.is_empty());
     let mut servers = Vec::new();
     let mut credentials = None;
-    for url in nats_url.split(',').map(str::trim).filter(|url| !url.is_empty()) {
+    for url in nats_servers_in(nats_url) {
         let (server, given) = split_credentials(url)?;
         match (&credentials, given) {
             (_, None) => {}

@@ -36,8 +36,7 @@ impl Broker {
     }
 
     fn options(&self, name: &str) -> anyhow::Result<(Vec<String>, async_nats::ConnectOptions)> {
-        let ca_file = Some(self.nats_ca_file.as_str()).filter(|file| !file.is_empty());
-        let (servers, options) = hmdp::nats_client_options(&self.nats_url, ca_file)?;
+        let (servers, options) = hmdp::nats_client_options(&self.nats_url, &self.nats_ca_file)?;
         Ok((servers, options.name(name)))
     }
 }
