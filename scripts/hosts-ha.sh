@@ -110,8 +110,9 @@ CONF
 # machine, with no power switch to pull (docs/deploy.md says what a real
 # deployment must add). The monitors are as rare as a failover allows:
 # each forks a dozen clients (0.3 of a core for the pair at 2 s and 5 s,
-# the sale's cores on this box); the standby's, every 3 s, sets the score
-# its promotion waits for, the primary's only finds a dead server.
+# the sale's cores on this box); the standby's, every 3 s, is the one a
+# promotion waits for (every 10 s, a lost primary's host stopped a sale
+# 16.0 s, past the 15 s allowed); the primary's only finds a dead server.
 ha_cib() {
     local ssl=""
     tls_on && ssl="replication_master_ssl_ca=$TLS_DIR/ca.pem"
