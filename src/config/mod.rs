@@ -23,8 +23,8 @@ use clap::Args;
 
 pub use asynchronous::AsyncSettings;
 pub use auth::{AuthSettings, MIN_JWT_SECRET_LEN};
-pub use events::{EventSettings, OrderEvents};
 pub(crate) use events::nats_servers_in;
+pub use events::{EventSettings, OrderEvents};
 pub use limits::LimitSettings;
 pub use redact::without_password;
 pub use salepath::SalePathSettings;
