@@ -63,8 +63,16 @@ pub(super) fn sample(text: &str, metric: &str, labels: &[(&str, &str)]) -> Optio
     })
 }
 
+/// How long after the sale an instance may still answer a fresh order 503
+/// (MariaDB or Redis unreachable) before the probe calls it broken: a
+/// request that met the fault may hold a connection of the old primary
+/// for its whole deadline, and the connection after it is made anew.
+pub(super) const ORDERS_AGAIN_WITHIN: Duration = Duration::from_secs(15);
+
 /// After the sale: a fresh voucher sells one order on every instance that
-/// must serve (answering `/ready` is not taking orders). `Ok(())` or why not.
+/// must serve (answering `/ready` is not taking orders). An instance that
+/// answers 503 is asked again, the same buyer, until `ORDERS_AGAIN_WITHIN`
+/// has passed; any other refusal fails at once. `Ok(())` or why not.
 pub async fn orders_again(
     client: &reqwest::Client,
     instances: &[String],
@@ -90,16 +98,68 @@ pub async fn orders_again(
         .map_err(|e| format!("creating a voucher: {e}"))?;
     let voucher = created["data"].as_u64().ok_or(format!("creating a voucher answered {created}"))?;
     for (instance, token) in instances.iter().zip(tokens) {
-        let answer = client
-            .post(format!("http://{instance}/voucher-order/seckill/{voucher}"))
-            .header("authorization", *token)
-            .send()
-            .await
-            .map_err(|e| format!("{instance}: {e}"))?;
-        let answer: Value = answer.json().await.map_err(|e| format!("{instance}: {e}"))?;
-        if answer["success"] != true {
-            return Err(format!("{instance}: {answer}"));
+        let started = Instant::now();
+        let mut unavailable = 0;
+        loop {
+            let answer = client
+                .post(format!("http://{instance}/voucher-order/seckill/{voucher}"))
+                .header("authorization", *token)
+                .send()
+                .await
+                .map_err(|e| format!("{instance}: {e}"))?;
+            let answer: Value = answer.json().await.map_err(|e| format!("{instance}: {e}"))?;
+            match order_again_answer(&answer, unavailable) {
+                AgainAnswer::Placed => break,
+                AgainAnswer::Unavailable if started.elapsed() < ORDERS_AGAIN_WITHIN => {
+                    unavailable += 1;
+                    eprintln!("{instance}: a fresh order answered 503 ({answer}); asked again");
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                }
+                AgainAnswer::Unavailable | AgainAnswer::Refused => {
+                    let waited = started.elapsed().as_secs_f64();
+                    return Err(format!("{instance}: {answer} (after {unavailable} earlier 503s, {waited:.1} s)"));
+                }
+            }
         }
     }
     Ok(())
+}
+
+#[derive(Debug, PartialEq)]
+enum AgainAnswer {
+    Placed,
+    Unavailable,
+    Refused,
+}
+
+/// A fresh order's answer. After a 503 the same buyer may be told that
+/// they hold the order already: the 503's commit happened, so the
+/// instance did sell.
+fn order_again_answer(answer: &Value, earlier_unavailable: u32) -> AgainAnswer {
+    match answer["errorCode"].as_str() {
+        _ if answer["success"] == true => AgainAnswer::Placed,
+        Some("UNAVAILABLE") => AgainAnswer::Unavailable,
+        Some("DUPLICATE_ORDER") if earlier_unavailable > 0 => AgainAnswer::Placed,
+        _ => AgainAnswer::Refused,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::{AgainAnswer, order_again_answer};
+
+    #[test]
+    fn a_fresh_order_is_asked_again_only_after_a_503() {
+        let placed = json!({"success": true, "data": "1"});
+        let unavailable = json!({"success": false, "errorCode": "UNAVAILABLE"});
+        let duplicate = json!({"success": false, "errorCode": "DUPLICATE_ORDER", "data": "1"});
+        let sold_out = json!({"success": false, "errorCode": "SOLD_OUT"});
+        assert_eq!(order_again_answer(&placed, 0), AgainAnswer::Placed);
+        assert_eq!(order_again_answer(&unavailable, 0), AgainAnswer::Unavailable);
+        assert_eq!(order_again_answer(&duplicate, 1), AgainAnswer::Placed, "the 503's commit happened");
+        assert_eq!(order_again_answer(&duplicate, 0), AgainAnswer::Refused, "a fresh buyer holds nothing");
+        assert_eq!(order_again_answer(&sold_out, 3), AgainAnswer::Refused);
+    }
 }
