@@ -12,15 +12,6 @@
 # The stack's runtime image is BASE itself, as debian:bookworm-slim is.
 ARG BASE
 
-FROM ${BASE} AS rust
-# The host's toolchain (only cargo, rustc and their libraries) and the
-# workspace's crates, as `cargo vendor` wrote them, with the configuration
-# that points Cargo at them.
-COPY rust /usr/local/rust
-COPY vendor /usr/local/cargo/vendor
-COPY cargo-config.toml /usr/local/cargo/config.toml
-ENV CARGO_HOME=/usr/local/cargo PATH=/usr/local/rust/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
-
 FROM ${BASE} AS mariadb
 COPY mariadb-entrypoint.sh /usr/local/bin/docker-entrypoint.sh
 COPY mariadb-healthcheck.sh /usr/local/bin/healthcheck.sh
@@ -53,3 +44,14 @@ WORKDIR /prometheus
 ENTRYPOINT ["/usr/bin/prometheus"]
 CMD ["--config.file=/etc/prometheus/prometheus.yml", "--storage.tsdb.path=/prometheus"]
 EXPOSE 9090
+
+# Last: Docker's legacy builder runs every stage before the one it is
+# asked for, and this one needs what only IMAGE_BUILD=1 puts in the context.
+FROM ${BASE} AS rust
+# The host's toolchain (only cargo, rustc and their libraries) and the
+# workspace's crates, as `cargo vendor` wrote them, with the configuration
+# that points Cargo at them.
+COPY rust /usr/local/rust
+COPY vendor /usr/local/cargo/vendor
+COPY cargo-config.toml /usr/local/cargo/config.toml
+ENV CARGO_HOME=/usr/local/cargo PATH=/usr/local/rust/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
