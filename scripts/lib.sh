@@ -58,6 +58,9 @@ ensure_rust() {
         [ -x "$HOME/.cargo/bin/cargo" ] && export PATH="$HOME/.cargo/bin:$PATH"
     fi
     command -v cargo >/dev/null 2>&1 || die "cargo not found: install Rust stable (https://rustup.rs) first"
+    # Rust links through the system's C compiler, and ring compiles C: a
+    # fresh Debian with rustup has neither.
+    command -v cc >/dev/null 2>&1 || apt_install gcc libc6-dev
 }
 
 ensure_cargo_tool() { # ensure_cargo_tool SUBCOMMAND COMPONENT
