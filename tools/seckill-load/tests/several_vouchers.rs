@@ -1,6 +1,7 @@
 //! The JMeter-style sale of several vouchers at once, black-box: the
 //! service spawned in-process (its own database and key prefix), the load
-//! tool's binary run against it with `--vouchers` and `--history`, then
+//! tool's binary run against it (found from HMDP_BASE_URL, as `scripts/hosts
+//! env` sets it) with `--vouchers` and `--history`, then
 //! `check-history` on what it wrote.
 
 use std::path::{Path, PathBuf};
@@ -42,7 +43,10 @@ async fn load_tool(app: &TestApp, args: &[&str]) -> String {
         .env("DATABASE_URL", config.db.url.as_str())
         .env("REDIS_URL", &config.redis.url)
         .env("REDIS_KEY_PREFIX", &config.redis.key_prefix)
-        .env("ADMIN_KEY", ADMIN_KEY);
+        .env("ADMIN_KEY", ADMIN_KEY)
+        // The stack's address as `eval "$(scripts/hosts env)"` gives it: the
+        // sale below names no --base-url.
+        .env("HMDP_BASE_URL", app.url(""));
     match &config.redis.cluster_nodes {
         Some(nodes) => command.env("REDIS_CLUSTER_NODES", nodes),
         None => command.env_remove("REDIS_CLUSTER_NODES"),
@@ -79,7 +83,7 @@ async fn a_sale_of_four_vouchers_is_audited_and_checked_voucher_by_voucher(path:
         let (vouchers, stock) = (vouchers.to_string(), stock.to_string());
         #[rustfmt::skip]
         load_tool(&app, &[
-            "--base-url", &base, "--tokens", tokens, "--stock", &stock, "--vouchers", &vouchers,
+            "--tokens", tokens, "--stock", &stock, "--vouchers", &vouchers,
             "--concurrency", "8", "--drain-timeout", "30", "--history", history, "--json", json,
         ]).await;
         let sale = read_json(Path::new(json));

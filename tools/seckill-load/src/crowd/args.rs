@@ -5,7 +5,9 @@ use std::path::PathBuf;
 #[derive(clap::Parser, Debug)]
 #[command(name = "seckill-load crowd", about = "The opening instant: a crowd of held connections orders at once")]
 pub struct CrowdArgs {
-    #[arg(long, default_value = "http://127.0.0.1:8080")]
+    /// The stack's nginx: `scripts/hosts env` sets HMDP_BASE_URL to the
+    /// hosts' own.
+    #[arg(long, env = "HMDP_BASE_URL", default_value = "http://127.0.0.1:8080")]
     pub(super) base_url: String,
     /// Connections opened and held before the sale opens.
     #[arg(long, default_value_t = 10_000)]

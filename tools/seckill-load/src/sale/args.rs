@@ -11,7 +11,9 @@ use crate::{chaos, cpu, events, guarded};
 #[derive(Parser)]
 #[command(name = "seckill-load", about = "Load-test the seckill route, then audit the database")]
 pub(crate) struct Args {
-    #[arg(long, default_value = "http://127.0.0.1:8080")]
+    /// The stack's nginx: `scripts/hosts env` sets HMDP_BASE_URL to the
+    /// hosts' own.
+    #[arg(long, env = "HMDP_BASE_URL", default_value = "http://127.0.0.1:8080")]
     pub(super) base_url: String,
     /// Seed this many users directly (needs JWT_SECRET, REDIS_URL).
     #[arg(long, conflicts_with = "tokens")]
