@@ -83,10 +83,12 @@ nats_hosts_up() {
 }
 
 nats_hosts_down() {
-    local host
+    local host stopping=()
     for host in "${NATS_HOSTS[@]}"; do
-        stop_pid "$HOSTS_DIR/$host/nats-server.pid" "nats-server" "NATS on the $host host"
+        stop_pid "$HOSTS_DIR/$host/nats-server.pid" "nats-server" "NATS on the $host host" &
+        stopping+=($!)
     done
+    wait_for_jobs "${stopping[@]}"
 }
 
 # NATS_URL for USER (hmdp, the service; hmdp-ops, the operators): every

@@ -339,6 +339,12 @@ host_reaches() { ip netns exec "hmdp-$1" timeout "${4:-1}" bash -c "exec 3<>/dev
 # a Redis ACL rule.
 random_secret() { head -c "$1" /dev/urandom | base64 | tr -dc 'A-Za-z0-9'; } # random_secret BYTES
 
+# Waits for these background jobs only (none given: returns at once,
+# where a bare `wait` would wait for every job of the shell).
+wait_for_jobs() { # wait_for_jobs PID...
+    [ $# -eq 0 ] || wait "$@"
+}
+
 stop_pid() { # stop_pid PIDFILE PATTERN [WHAT]
     local pid
     if running "$1" "$2"; then

@@ -69,9 +69,12 @@ nats_down() {
     local i started
     started=$(nats_started_nodes)
     local NATS_NODES=$started
+    local stopping=()
     for i in $(seq 1 "$NATS_NODES"); do
-        stop_pid "$(nats_node_dir "$i")/nats-server.pid" "nats-server.*$(nats_node_dir "$i") " "NATS"
+        stop_pid "$(nats_node_dir "$i")/nats-server.pid" "nats-server.*$(nats_node_dir "$i") " "NATS" &
+        stopping+=($!)
     done
+    wait_for_jobs "${stopping[@]}"
 }
 
 nats_status() {
