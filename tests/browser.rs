@@ -1,6 +1,6 @@
 //! The sale page in a real browser: headless Chromium from Debian's
 //! packages, driven over WebDriver (chromedriver), against the nginx stack.
-//! Plain `cargo test` skips it; `scripts/test` runs it with `--ignored`
+//! Plain `cargo test` skips it; `scripts/check-stack` runs it with `--ignored`
 //! once the stack is up. `HMDP_SCREENSHOT=<path>` saves what a 360 px wide
 //! phone shows after the purchases.
 
@@ -22,7 +22,7 @@ use redis::AsyncCommands;
 use serde_json::{Value, json};
 
 fn env(name: &str) -> String {
-    std::env::var(name).unwrap_or_else(|_| panic!("{name} must be set (run through scripts/test)"))
+    std::env::var(name).unwrap_or_else(|_| panic!("{name} must be set (run through scripts/check-stack)"))
 }
 
 /// chromedriver on a free port, in a process group of its own, so that
@@ -130,7 +130,7 @@ async fn seckill_voucher(api: &Api, shop: u64, title: &str, stock: i64, opens_in
 }
 
 #[tokio::test]
-#[ignore = "needs the nginx stack and chromium-driver; scripts/test runs it"]
+#[ignore = "needs the nginx stack and chromium-driver; scripts/check-stack runs it"]
 async fn in_a_browser_a_buyer_buys_pays_is_told_already_bought_sold_out_and_not_started_and_watches_an_unpaid_order_expire()
  {
     let base = env("HMDP_BASE_URL");
@@ -328,7 +328,7 @@ async fn browser_solve_times(page: &Client, difficulties: &[u8], tries: usize) -
 }
 
 #[tokio::test]
-#[ignore = "needs the nginx stack and chromium-driver; scripts/test runs it"]
+#[ignore = "needs the nginx stack and chromium-driver; scripts/check-stack runs it"]
 async fn in_a_browser_two_buyers_solve_the_challenge_wait_in_line_behind_a_crowd_and_buy() {
     let base = env("HMDP_BASE_URL");
     let api = Api::new(base.clone(), env("ADMIN_KEY"), 32);
@@ -465,7 +465,7 @@ fn kill_both_instances() {
 }
 
 #[tokio::test]
-#[ignore = "needs the nginx stack and chromium-driver; scripts/test runs it, one test at a time"]
+#[ignore = "needs the nginx stack and chromium-driver; scripts/check-stack runs it, one test at a time"]
 async fn in_a_browser_the_course_front_end_shows_nginx_s_own_answer_when_no_instance_can_be_reached() {
     let base = env("HMDP_BASE_URL");
     let driver = Driver::start().await;
@@ -532,7 +532,7 @@ async fn framed(page: &Client, src: &str) -> String {
 /// (`frame-ancestors 'none'`), while the same browser frames a page
 /// without that rule and shows the sale page itself.
 #[tokio::test]
-#[ignore = "needs the nginx stack and chromium-driver; scripts/test runs it"]
+#[ignore = "needs the nginx stack and chromium-driver; scripts/check-stack runs it"]
 async fn in_a_browser_another_site_cannot_frame_the_sale_page() {
     let base = env("HMDP_BASE_URL");
     let driver = Driver::start().await;

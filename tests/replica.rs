@@ -1,5 +1,5 @@
 //! Reads from a MariaDB replica (`DATABASE_READ_URL`). The replica tests
-//! need one (scripts/test starts it with scripts/mariadb-replica.sh and
+//! need one (scripts/check-stack starts it with scripts/mariadb-replica.sh and
 //! names it in `HMDP_REPLICA_SERVER_URL`) and pause its replication, so
 //! they are ignored by default and run one at a time:
 //! `HMDP_REPLICA_SERVER_URL=mysql://root@127.0.0.1:3307 cargo test --test replica -- --ignored --test-threads=1`.
@@ -55,7 +55,7 @@ async fn listed(app: &TestApp, voucher: u64) -> bool {
 }
 
 #[tokio::test]
-#[ignore = "needs a MariaDB replica: HMDP_REPLICA_SERVER_URL (scripts/test starts one)"]
+#[ignore = "needs a MariaDB replica: HMDP_REPLICA_SERVER_URL (scripts/check-stack starts one)"]
 async fn a_buyer_finds_the_order_they_were_told_about_while_the_replica_has_stopped_and_lists_catch_up_after() {
     let app = app_reading_from_the_replica().await;
     let users = app.seed_users(1).await;
@@ -114,7 +114,7 @@ async fn a_read_url_nobody_answers_on_is_an_error_at_start_up_not_a_hang() {
 /// asks the replica for it a moment later, before replication has applied
 /// the CREATE DATABASE. Start-up waits for the replica instead of failing.
 #[tokio::test]
-#[ignore = "needs a MariaDB replica: HMDP_REPLICA_SERVER_URL (scripts/test starts it)"]
+#[ignore = "needs a MariaDB replica: HMDP_REPLICA_SERVER_URL (scripts/check-stack starts it)"]
 async fn an_instance_whose_new_database_has_not_reached_the_replica_yet_waits_for_it_at_start_up() {
     let (mut config, database, prefix) = test_config();
     config.replica.read_url = Some(format!("{}/{database}", replica_server_url()));

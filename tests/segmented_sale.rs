@@ -1,5 +1,5 @@
 //! A voucher sold in segments (asynchronous mode), through the HTTP API
-//! against real MariaDB and Redis (and, in `scripts/test`'s cluster pass,
+//! against real MariaDB and Redis (and, in `scripts/check-stack`'s cluster pass,
 //! the local Redis Cluster, where the segments sit on distinct masters):
 //! every unit sells, one order per user, and at rest Redis's segments add
 //! up to MariaDB's row.

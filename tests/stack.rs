@@ -1,6 +1,6 @@
 //! End to end through nginx and two instances: the stack `scripts/stack up`
 //! runs. These tests need that stack, so plain `cargo test` skips them;
-//! `scripts/test` brings the stack up and runs them with `--ignored`,
+//! `scripts/check-stack` brings the stack up and runs them with `--ignored`,
 //! passing its address and secrets in the environment (HMDP_BASE_URL,
 //! JWT_SECRET, ADMIN_KEY, DATABASE_URL, REDIS_URL, HMDP_STACK_DIR).
 
@@ -26,7 +26,7 @@ struct Stack {
 }
 
 fn env(name: &str) -> String {
-    std::env::var(name).unwrap_or_else(|_| panic!("{name} must be set (run through scripts/test)"))
+    std::env::var(name).unwrap_or_else(|_| panic!("{name} must be set (run through scripts/check-stack)"))
 }
 
 impl Stack {
@@ -58,7 +58,7 @@ impl Stack {
 }
 
 #[tokio::test]
-#[ignore = "needs the nginx stack; scripts/test runs it"]
+#[ignore = "needs the nginx stack; scripts/check-stack runs it"]
 async fn through_nginx_one_user_firing_forty_orders_at_both_instances_gets_one() {
     let stack = Stack::connect().await;
     let voucher = stack.api.open_seckill(100).await;
@@ -75,7 +75,7 @@ async fn through_nginx_one_user_firing_forty_orders_at_both_instances_gets_one()
 }
 
 #[tokio::test]
-#[ignore = "needs the nginx stack; scripts/test runs it"]
+#[ignore = "needs the nginx stack; scripts/check-stack runs it"]
 async fn through_nginx_four_hundred_users_racing_for_a_hundred_and_fifty_get_exactly_that() {
     let stack = Stack::connect().await;
     let voucher = stack.api.open_seckill(150).await;
@@ -90,7 +90,7 @@ async fn through_nginx_four_hundred_users_racing_for_a_hundred_and_fifty_get_exa
 }
 
 #[tokio::test]
-#[ignore = "needs the nginx stack; scripts/test runs it"]
+#[ignore = "needs the nginx stack; scripts/check-stack runs it"]
 async fn with_one_instance_killed_nginx_keeps_serving_and_orders_stay_correct() {
     let stack = Stack::connect().await;
     let voucher = stack.api.open_seckill(20).await;
@@ -132,7 +132,7 @@ async fn with_one_instance_killed_nginx_keeps_serving_and_orders_stay_correct() 
 /// The course's own pages call `/api/...` and read a failure's `errorMsg`
 /// only from a 2xx answer; they send the user to the login page on 401.
 #[tokio::test]
-#[ignore = "needs the nginx stack; scripts/test runs it"]
+#[ignore = "needs the nginx stack; scripts/check-stack runs it"]
 async fn the_course_front_end_path_under_api_logs_in_lists_and_buys_with_course_style_answers() {
     use redis::AsyncCommands;
     use serde_json::{Value, json};
@@ -209,7 +209,7 @@ async fn the_course_front_end_path_under_api_logs_in_lists_and_buys_with_course_
 /// so the sale page is still served from a clone in a home only its owner
 /// may enter.
 #[tokio::test]
-#[ignore = "needs the nginx stack; scripts/test runs it"]
+#[ignore = "needs the nginx stack; scripts/check-stack runs it"]
 async fn nginx_workers_run_unprivileged_and_still_serve_the_sale_page() {
     let stack_dir = env("HMDP_STACK_DIR");
     let master: u32 = std::fs::read_to_string(format!("{stack_dir}/nginx/nginx.pid"))
@@ -258,7 +258,7 @@ fn fresh_phone() -> String {
 /// to: every loopback alias (nginx's word for a client at 127.0.0.2, and a
 /// client at 127.0.0.3 straight at the instances) is one host, `loopback`.
 #[tokio::test]
-#[ignore = "needs the nginx stack; scripts/test runs it"]
+#[ignore = "needs the nginx stack; scripts/check-stack runs it"]
 async fn an_instance_believes_the_client_address_from_nginx_alone() {
     use redis::AsyncCommands;
     let mut redis = connect_redis(&common::redis_settings("")).await.unwrap();
@@ -299,7 +299,7 @@ async fn an_instance_believes_the_client_address_from_nginx_alone() {
 /// and closed by its whole deadline (`BODY_DEADLINE_MS`, 15 s), though it
 /// never pauses as long as the gap deadline (`BODY_TIMEOUT_MS`, 10 s).
 #[tokio::test]
-#[ignore = "needs the nginx stack; scripts/test runs it"]
+#[ignore = "needs the nginx stack; scripts/check-stack runs it"]
 async fn two_thousand_trickled_bodies_straight_at_the_instances_do_not_slow_an_order_through_nginx() {
     use std::time::Instant;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -385,7 +385,7 @@ async fn two_thousand_trickled_bodies_straight_at_the_instances_do_not_slow_an_o
 /// An instance closes what a client opens and never uses, as nginx does
 /// (HEADER_TIMEOUT_MS, 10 s by default).
 #[tokio::test]
-#[ignore = "needs the nginx stack; scripts/test runs it"]
+#[ignore = "needs the nginx stack; scripts/check-stack runs it"]
 async fn an_instance_closes_a_connection_that_sends_no_request_within_its_header_timeout() {
     use tokio::io::AsyncReadExt;
     let opened = std::time::Instant::now();
@@ -401,7 +401,7 @@ async fn an_instance_closes_a_connection_that_sends_no_request_within_its_header
 /// Host a client sent, and a sale page no other site may frame, whose
 /// scripts and calls are its own.
 #[tokio::test]
-#[ignore = "needs the nginx stack; scripts/test runs it"]
+#[ignore = "needs the nginx stack; scripts/check-stack runs it"]
 async fn nginx_names_no_version_echoes_no_host_and_keeps_the_sale_page_from_being_framed() {
     let base = env("HMDP_BASE_URL");
     let client = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap();
@@ -452,7 +452,7 @@ async fn nginx_names_no_version_echoes_no_host_and_keeps_the_sale_page_from_bein
 /// that is no short token of safe characters is replaced, at nginx and at
 /// the instance.
 #[tokio::test]
-#[ignore = "needs the nginx stack; scripts/test runs it"]
+#[ignore = "needs the nginx stack; scripts/check-stack runs it"]
 async fn the_logs_hold_no_whole_phone_and_no_request_id_as_a_client_wrote_it() {
     let stack_dir = env("HMDP_STACK_DIR");
     let base = env("HMDP_BASE_URL");

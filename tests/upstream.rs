@@ -1,6 +1,6 @@
 //! nginx's upstream under overload, on the running stack: a full instance
 //! answers 503 `OVERLOADED` and stays in the upstream; a dead one is passed
-//! over, and tried again at most once a second. `scripts/test` runs it
+//! over, and tried again at most once a second. `scripts/check-stack` runs it
 //! with `--ignored` on a stack started with a small `MAX_IN_FLIGHT`
 //! (HMDP_MAX_IN_FLIGHT says which), so that a few held requests fill an
 //! instance; then it brings the stack back as it was.
@@ -14,7 +14,7 @@ use reqwest::StatusCode;
 use serde_json::Value;
 
 fn env(name: &str) -> String {
-    std::env::var(name).unwrap_or_else(|_| panic!("{name} must be set (run through scripts/test)"))
+    std::env::var(name).unwrap_or_else(|_| panic!("{name} must be set (run through scripts/check-stack)"))
 }
 
 /// Requests app1 works on until the returned transaction ends: orders sent
@@ -100,7 +100,7 @@ async fn upstreams_tried(ids: &[String]) -> BTreeMap<String, Vec<String>> {
 }
 
 #[tokio::test]
-#[ignore = "needs the nginx stack with a small MAX_IN_FLIGHT; scripts/test runs it"]
+#[ignore = "needs the nginx stack with a small MAX_IN_FLIGHT; scripts/check-stack runs it"]
 async fn a_full_instance_answers_overloaded_and_stays_in_the_upstream_and_a_dead_one_is_passed_over_within_a_second() {
     let cap: usize = env("HMDP_MAX_IN_FLIGHT").parse().unwrap();
     let client = reqwest::Client::new();

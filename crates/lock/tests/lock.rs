@@ -24,7 +24,7 @@ async fn service(watchdog_ttl: Duration) -> LockService {
 }
 
 /// REDIS_URL, or the cluster of REDIS_CLUSTER_NODES when that is set
-/// (scripts/test runs this suite a second time on the local cluster).
+/// (scripts/check-stack runs this suite a second time on the local cluster).
 async fn redis() -> Redis {
     let nodes = std::env::var("REDIS_CLUSTER_NODES").ok().filter(|n| !n.trim().is_empty());
     connect(&redis_url(), nodes.as_deref()).await

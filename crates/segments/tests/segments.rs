@@ -1,4 +1,4 @@
-//! Segmented stock against a real Redis (and, in scripts/test's second
+//! Segmented stock against a real Redis (and, in scripts/check-stack's second
 //! pass, the local cluster, where the segments sit on distinct masters):
 //! buyers race, segments run dry and borrow, borrowers die between the two
 //! halves of a borrow, and at the end every unit is accounted for.
@@ -10,7 +10,7 @@ use hmdp_segments::{Bought, SegmentKeys, SegmentedStock, SlotOwners, choose_tags
 use redis::{AsyncCommands, Script};
 
 /// REDIS_URL, or the cluster of REDIS_CLUSTER_NODES when that is set
-/// (scripts/test runs this suite a second time on the local cluster).
+/// (scripts/check-stack runs this suite a second time on the local cluster).
 async fn redis() -> Redis {
     let url = std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into());
     let nodes = std::env::var("REDIS_CLUSTER_NODES").ok().filter(|n| !n.trim().is_empty());

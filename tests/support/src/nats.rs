@@ -38,7 +38,8 @@ pub struct Secured {
     dir: PathBuf,
 }
 
-/// Debian's server is in /usr/sbin, which a user's PATH may lack.
+/// NATS_SERVER (scripts/test names the 2.15 server it installs), else
+/// Debian's in /usr/sbin (which a user's PATH may lack), else the PATH's.
 fn binary() -> String {
     std::env::var("NATS_SERVER").unwrap_or_else(|_| {
         if std::path::Path::new("/usr/sbin/nats-server").exists() {
@@ -168,7 +169,7 @@ impl NatsServer {
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
-            .expect("nats-server runs (Debian's nats-server package; scripts/test installs it)");
+            .expect("nats-server runs (NATS_SERVER: scripts/test names the 2.15 server it installs)");
         self.child = Some(child);
         let started = Instant::now();
         while std::net::TcpStream::connect(("127.0.0.1", self.port)).is_err() {

@@ -1,6 +1,6 @@
 //! A Redis Cluster of a test's own: six nodes on free ports, three masters
 //! with a replica each, whose masters a test may SIGKILL (the shared local
-//! cluster of `scripts/test` serves other tests at the same time).
+//! cluster of `scripts/check-stack` serves other tests at the same time).
 
 use std::{
     net::TcpListener,

@@ -19,7 +19,7 @@ pub const ADMIN_KEY: &str = "test-admin-key-0123456789abcdef";
 pub use hmdp_fault_proxy::{database_server_url, redis_url};
 
 /// REDIS_URL, or the cluster of REDIS_CLUSTER_NODES when that is set
-/// (scripts/test runs the suites a second time on the local cluster).
+/// (scripts/check-stack runs the suites a second time on the local cluster).
 pub fn redis_settings(prefix: &str) -> RedisSettings {
     RedisSettings {
         url: redis_url(),
