@@ -54,8 +54,11 @@ pub struct ServerSettings {
     #[arg(long, env = "BIND_ADDR", default_value = DEFAULT_BIND_ADDR)]
     pub bind_addr: String,
 
-    /// Shown in `X-Instance` on every answer; the bound host:port when
-    /// unset.
+    /// Shown in `X-Instance` on every answer; also the asynchronous mode's
+    /// consumer name in each voucher's stream, so each instance needs one
+    /// of its own (two with one name take each other's pending orders for
+    /// their own at start-up); the bound host:port when unset, which is
+    /// unique as long as the instances run on different hosts or ports.
     #[arg(long, env = "INSTANCE_ID")]
     pub instance_id: Option<String>,
 
