@@ -256,9 +256,11 @@ build_bins() { # build_bins [PROFILE]
 # ($out, under .stack/), and the release binaries built.
 # The commit the code is at, and "true" when the code differs from it
 # (tracked changes, or new files a build would take in).
+# What a bench measures: every file but the pages (README, docs, BENCHMARKS).
+CODE_PATHS=(src crates lua migrations tools tests nginx scripts Cargo.toml Cargo.lock)
 code_state() {
     local dirty=false
-    if [ -n "$(git -C "$ROOT" status --porcelain -- src crates lua migrations tools tests nginx scripts Cargo.toml Cargo.lock 2>/dev/null)" ]; then
+    if [ -n "$(git -C "$ROOT" status --porcelain -- "${CODE_PATHS[@]}" 2>/dev/null)" ]; then
         dirty=true
     fi
     echo "$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown) $dirty"
@@ -291,7 +293,8 @@ bench_keep() { # bench_keep SUMMARY_JSON COMMAND [LINES_FILE]
     # A commit or an edit during the runs (the stack rebuilds what
     # changed) makes them runs of code no commit holds.
     read -r commit dirty <<<"$(code_state)"
-    if [ "$commit" != "$BENCH_COMMIT" ] || [ "$dirty" = true ]; then
+    # (A commit of the pages alone, the docs of a run, changes no code.)
+    if [ "$dirty" = true ] || ! git -C "$ROOT" diff --quiet "$BENCH_COMMIT" "$commit" -- "${CODE_PATHS[@]}"; then
         BENCH_DIRTY=true
     fi
     kept="$ROOT/docs/bench/$(date -u +%F-%H%M)-$BENCH_NAME-$BENCH_COMMIT.json"
