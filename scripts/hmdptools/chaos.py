@@ -49,6 +49,7 @@ def row(out, mode, fault, problems):
             load = json.load(f)
     except (OSError, ValueError):
         found["problems"].append(f"{mode} {fault}: no result of the load tool")
+        found["passed"] = False
         return found
     audit = load.get("audit") or {}
     answers = audit.get("answers") or {}

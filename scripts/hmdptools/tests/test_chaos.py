@@ -77,6 +77,16 @@ class Summary(RunDir):
         self.assertEqual(sync["success"], 20, "the sale's own answers, not its vouchers' again")
         self.assertEqual(len(got["runs"]), 2, "a fault that never ran has no row")
 
+    def test_a_run_that_could_not_run(self):
+        # The row scripts/figures shows as "failed: no result".
+        self.write("problems.txt", "sync db-kill: the run failed: Error: no voucher\n")
+        shown, status = printed(chaos.COMMANDS["summary"], self.out, "sync", "db-kill")
+        self.assertEqual(status, None)
+        self.assertEqual(shown, json.dumps({"runs": [{
+            "mode": "sync", "fault": "db-kill",
+            "problems": ["sync db-kill: the run failed: Error: no voucher", "sync db-kill: no result of the load tool"],
+            "passed": False}], "passed": False}, indent=1) + "\n")
+
     def test_the_fault_said_nothing(self):
         self.assertEqual(chaos.fault_said("POST x\n20/20 answered, 10/s\n"), "")
         self.assertEqual(chaos.fault_said("fault: redis paused\nError: the sale failed\n"), "redis paused")
