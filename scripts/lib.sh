@@ -277,8 +277,9 @@ bench_start() { # bench_start OUT_NAME
     read -r BENCH_COMMIT BENCH_DIRTY <<<"$(code_state)"
 }
 
-# Python for a bench's summary, with scripts/medians.py importable: the
-# medians and spread every bench prints are computed in one place.
+# Python for a bench's lines and summary: scripts/hmdptools, run as
+# `bench_python -m hmdptools.MODULE COMMAND ARGS...`, where the medians and
+# spread every bench prints are computed in one place.
 bench_python() { PYTHONPATH="$ROOT/scripts${PYTHONPATH:+:$PYTHONPATH}" python3 "$@"; }
 
 # With KEEP=1, keeps a bench's summary in docs/bench/ with when, on which
@@ -298,27 +299,7 @@ bench_keep() { # bench_keep SUMMARY_JSON COMMAND [LINES_FILE]
         BENCH_DIRTY=true
     fi
     kept="$ROOT/docs/bench/$(date -u +%F-%H%M)-$BENCH_NAME-$BENCH_COMMIT.json"
-    python3 - "$1" "$kept" "$2" "${3:-}" "$BENCH_NAME" "$BENCH_STARTED" "$BENCH_COMMIT" "$BENCH_DIRTY" <<'PY'
-import json, os, platform, re, sys, time
-summary, kept, command, lines, name, started, commit, dirty = sys.argv[1:9]
-cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "unknown")
-mem = next(int(l.split()[1]) for l in open("/proc/meminfo") if l.startswith("MemTotal"))
-os_name = next((l.split("=", 1)[1].strip().strip('"') for l in open("/etc/os-release") if l.startswith("PRETTY_NAME")), "unknown")
-doc = {
-    "bench": name,
-    "started": started,
-    "ended": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-    "commit": commit,
-    "uncommittedChanges": dirty == "true",
-    "box": {"cpus": os.cpu_count(), "cpu": cpu, "memGiB": round(mem / 2**20), "os": os_name, "kernel": platform.release()},
-    "command": command,
-    "results": json.load(open(summary)),
-}
-if lines:
-    doc["lines"] = [re.sub(r"\x1b\[[0-9;]*m", "", l.rstrip("\n")) for l in open(lines)]
-json.dump(doc, open(kept, "w"), indent=1, ensure_ascii=False)
-open(kept, "a").write("\n")
-PY
+    bench_python -m hmdptools.keep write "$1" "$kept" "$2" "${3:-}" "$BENCH_NAME" "$BENCH_STARTED" "$BENCH_COMMIT" "$BENCH_DIRTY"
     log "kept: ${kept#"$ROOT"/} (scripts/figures generates the pages' figures from it)"
 }
 

@@ -1,10 +1,11 @@
-#!/usr/bin/env python3
-"""What a scripts/chaos run found, one row per mode and fault, as the JSON
-that `KEEP=1 scripts/chaos` keeps in docs/bench/ (scripts/figures makes
-docs/reliability.md's tables from it).
+"""What scripts/chaos makes of its runs: the history checker's findings in
+a line, the order events' audit in a line, and the summary of every run,
+one row per mode and fault, as the JSON that `KEEP=1 scripts/chaos` keeps
+in docs/bench/ (scripts/figures makes docs/reliability.md's tables from it).
 
-    scripts/chaos_summary.py OUT "MODES" "FAULTS"   # the summary, on stdout
-    scripts/chaos_summary.py --self-test
+    findings CHECK_JSON        the checker's findings (`seckill-load check-history`)
+    events JSON                the load tool's audit of the sale's order events
+    summary OUT "MODES" "FAULTS"   the summary, on stdout
 
 OUT is the run's directory (.stack/chaos): per mode and fault the load
 tool's JSON (MODE-FAULT.json), the history checker's (MODE-FAULT.check.json)
@@ -16,7 +17,8 @@ import json
 import os
 import re
 import sys
-import tempfile
+
+from hmdptools import cli
 
 PROGRESS = re.compile(r"\d+/\d+ answered, \d+/s")
 
@@ -47,6 +49,7 @@ def row(out, mode, fault, problems):
             load = json.load(f)
     except (OSError, ValueError):
         found["problems"].append(f"{mode} {fault}: no result of the load tool")
+        found["passed"] = False
         return found
     audit = load.get("audit") or {}
     answers = audit.get("answers") or {}
@@ -101,47 +104,44 @@ def summary(out, modes, faults):
     return {"runs": rows, "passed": all(r["passed"] for r in rows)}
 
 
-def self_test():
-    with tempfile.TemporaryDirectory() as out:
-        load = {"report": {"wallSecs": 30.0012, "rows": [
-            {"label": "success", "samples": 20}, {"label": "SERVICE_UNAVAILABLE", "samples": 3},
-            {"label": "TOTAL", "samples": 23}]},
-            "audit": {"initialStock": 20, "orders": 20, "oversold": 0, "duplicatePairs": 0,
-                      "answers": {"successOrders": 20, "successWithoutRow": 0, "acceptedOrders": 0}},
-            "voucherAudits": [{"voucherId": 1, "answers": {"successOrders": 5}}, {"voucherId": 2, "events": {"orderRows": 20, "events": 20, "wrong": 0,
-                                                                        "withoutRow": 0}}]}
-        for mode in ("sync", "async"):
-            with open(os.path.join(out, f"{mode}-lost-x.json"), "w", encoding="utf-8") as f:
-                json.dump(load, f)
-        with open(os.path.join(out, "sync-lost-x.check.json"), "w", encoding="utf-8") as f:
-            json.dump({"findings": {"longestStallMs": 32}}, f)
-        with open(os.path.join(out, "sync-lost-x.log"), "w", encoding="utf-8") as f:
-            f.write("POST x\n10/20 answered, 9/s     fault: nats3's host lost; nats1 leads it\n"
-                    "a fresh nats3 in its place\n20/20 answered, 10/s     \nAggregate report\n")
-        with open(os.path.join(out, "problems.txt"), "w", encoding="utf-8") as f:
-            f.write("async lost-x: 1 answer 200 without a row\n")
-        got = summary(out, "sync async", "lost-x lost-y")
-    sync, async_ = got["runs"]
-    assert not got["passed"] and sync["passed"] and not async_["passed"], got
-    assert sync["unavailable"] == 3 and sync["saleWallS"] == 30.0 and sync["longestStallMs"] == 32, sync
-    assert sync["faultSaid"] == "nats3's host lost; nats1 leads it; a fresh nats3 in its place", sync["faultSaid"]
-    assert sync["events"]["events"] == 20 and "longestStallMs" not in async_, async_
-    assert sync["success"] == 20, "the sale's own answers, not its vouchers' again"
-    assert len(got["runs"]) == 2, "a fault that never ran has no row"
-    print("chaos_summary self-test: rows, problems, the fault's words and the checker's stall each read")
+def findings(checked):
+    """The checker's findings in a line."""
+    f, fates = checked["findings"], checked.get("fates")
+    line = (f'{f["requests"]} answers, {f["unsettled"]} that settled nothing ({f["unsettledWithOrder"]} of them with an order), '
+            f'normal again {f["abnormalAfterHealMs"] or 0} ms after the fault ended, at most {f["longestStallMs"]} ms without a sale')
+    if fates and fates["asked"]:
+        line += (f'; of {fates["asked"]} answered 202: {fates["confirmed"]} CONFIRMED, {fates["failed"]} FAILED, '
+                 f'{fates["pending"]} PENDING, {fates["vanished"]} vanished')
+    resolved = checked.get("unsettledResolved")
+    if resolved and resolved["asked"]:
+        line += (f'; of {resolved["asked"]} that settled nothing, their order list shows {resolved["holding"]} holding '
+                 f'and {resolved["notHolding"]} not ({resolved["toldWrong"]} told wrong)')
+    return line
 
 
-def main():
-    if sys.argv[1:] == ["--self-test"]:
-        self_test()
-        return 0
-    if len(sys.argv) != 4:
-        print(__doc__, file=sys.stderr)
-        return 2
-    json.dump(summary(*sys.argv[1:4]), sys.stdout, indent=1)
+def events(load):
+    """The audit of the sale's order events at a consumer, in a line."""
+    e = load["audit"]["events"]
+    return ("{orderRows} order rows, {events} events at the consumer, {wrong} rows with wrong events, "
+            "{withoutRow} orders without a row".format(**e)
+            + ", {} views unlike their row".format(e.get("viewsWrong", "?")))
+
+
+def _read(path):
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def _summary(out, modes, faults):
+    json.dump(summary(out, modes, faults), sys.stdout, indent=1)
     print()
-    return 0
 
+
+COMMANDS = {
+    "findings": lambda path: print(findings(_read(path))),
+    "events": lambda path: print(events(_read(path))),
+    "summary": _summary,
+}
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(cli.main(COMMANDS))
