@@ -37,7 +37,6 @@ network_up() {
     fi
 }
 
-# The `filter` table's rules, without its tables' and chains' own lines.
 host_net_up() { # host_net_up HOST: its namespace, on the bridge at its address
     local host=$1
     host_exists "$host" || ip netns add "$(host_ns "$host")"
@@ -62,6 +61,7 @@ host_net_up() { # host_net_up HOST: its namespace, on the bridge at its address
     in_host "$host" sysctl -qw net.ipv4.tcp_retries2=5 >/dev/null
 }
 
+# The `filter` table's rules, without its tables' and chains' own lines.
 ip_filter_rules() { nft list table ip filter 2>/dev/null | grep -vE '^\s*(table |chain |type |\}|$)' || true; }
 
 network_down() {

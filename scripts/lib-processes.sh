@@ -4,7 +4,6 @@
 # scripts/hosts as the other scripts reach them, and nginx's workers for a
 # crowd. Sourced by scripts/lib.sh (log, running, STATE_DIR, ROOT).
 
-# Stops a pid file's process (TERM, then KILL after 10 s) if it is ours.
 # scripts/hosts, from the scripts that run on the hosts.
 hosts() { bash "$ROOT/scripts/hosts" "$@"; }
 # HOST (of scripts/hosts) opens a TCP connection to IP:PORT within SECONDS
@@ -22,6 +21,7 @@ wait_for_jobs() { # wait_for_jobs PID...
     [ $# -eq 0 ] || wait "$@"
 }
 
+# Stops a pid file's process (TERM, then KILL after 10 s) if it is ours.
 stop_pid() { # stop_pid PIDFILE PATTERN [WHAT]
     local pid
     if running "$1" "$2"; then
