@@ -73,8 +73,8 @@ stage_nginx_prefix() { # stage_nginx_prefix WORKER_USER -> prints the real prefi
 }
 
 # nginx's workers: enough for a crowd of NGINX_CROWD (20,000) connections
-# held at once, one a core at least (nginx_workers_for, scripts/lib.sh),
-# unless NGINX_WORKERS says otherwise.
+# held at once, one a core at least (nginx_workers_for,
+# scripts/lib-processes.sh), unless NGINX_WORKERS says otherwise.
 NGINX_WORKERS=${NGINX_WORKERS:-$(nginx_workers_for "${NGINX_CROWD:-20000}")}
 
 # nginx's configuration as it runs: this clone's nginx/ files, with the
