@@ -2,8 +2,9 @@
 # The hosts' Redis: one server on the redis host, or a Redis Cluster on
 # redis1-6 (REDIS_CLUSTER=1), with the service's user and the operators';
 # the URLs the instances are given; the hosts' passwords (ensure_hosts_secrets);
-# and `scripts/hosts master-of KEY`. Sourced by scripts/hosts, whose helpers
-# (host_ip, in_host, tls_on, ...) it uses.
+# and `scripts/hosts master-of KEY` (which reads CLUSTER NODES with
+# scripts/hmdptools/cluster_nodes.py). Sourced by scripts/hosts, whose
+# helpers (host_ip, in_host, tls_on, ...) it uses.
 
 # --- Redis --------------------------------------------------------------
 
@@ -155,14 +156,10 @@ master_of() { # master_of KEY [ASKED]
     [ "$REDIS_KIND" = cluster ] || die "master-of needs the hosts' Redis Cluster (REDIS_CLUSTER=1)"
     slot=$(redis_ops_at "$asked" cluster keyslot "$key") && [[ "$slot" =~ ^[0-9]+$ ]] \
         || die "$asked did not answer CLUSTER KEYSLOT: $slot"
-    ip=$(redis_ops_at "$asked" cluster nodes | awk -v slot="$slot" '
-        $3 ~ /master/ && $3 !~ /fail/ {
-            for (i = 9; i <= NF; i++) {
-                if ($i !~ /^[0-9]/) continue
-                n = split($i, r, "-"); if (n == 1) r[2] = r[1]
-                if (slot + 0 >= r[1] + 0 && slot + 0 <= r[2] + 0) { split($2, a, ":"); print a[1] }
-            }
-        }')
+    # The reply read by scripts/hmdptools/cluster_nodes.py (its tests hold
+    # it to replies after a failover, a partition and a slot being moved).
+    ip=$(redis_ops_at "$asked" cluster nodes \
+        | PYTHONPATH="$ROOT/scripts${PYTHONPATH:+:$PYTHONPATH}" python3 -B -m hmdptools.cluster_nodes master-ip "$slot")
     for host in "${REDIS_NODES[@]}"; do
         [ -n "$ip" ] && [ "$(host_ip "$host")" = "$ip" ] && { echo "$host"; return 0; }
     done
