@@ -4,7 +4,7 @@
 # cluster, the ORDERS stream on all three (NATS_STREAM_REPLICAS=3). A
 # publish is acknowledged once two servers hold it, each on its disk
 # before it answers (`sync_interval: always`, NATS 2.10 and later: the
-# server scripts/lib.sh's ensure_nats installs), so the relay deletes an
+# server scripts/lib-install.sh's ensure_nats installs), so the relay deletes an
 # outbox row only when neither one machine lost with its disk nor a power
 # cut of all three can lose its event (docs/events.md).
 # Clients over TLS (the hosts' CA) as `hmdp`, the service, which may

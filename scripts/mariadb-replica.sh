@@ -6,8 +6,9 @@
 #
 # The primary must write a binary log. When it does not, it is restarted
 # once with --log-bin --server-id=1 (its own configuration otherwise), and
-# .stack/mariadb-primary.args remembers those flags so that lib.sh starts
-# it the same way after a restart (a chaos run's db-restart).
+# .stack/mariadb-primary.args remembers those flags so that lib-stores.sh
+# (ensure_mariadb) starts it the same way after a restart (a chaos run's
+# db-restart).
 # shellcheck shell=bash
 
 REPLICA_PORT=3307

@@ -1,6 +1,6 @@
 # The stack's NATS server with JetStream, for order events
 # (ORDER_EVENTS=nats scripts/stack up): nats-server 2.15 (installed when
-# missing, scripts/lib.sh) on 127.0.0.1:4223, its JetStream store in
+# missing, scripts/lib-install.sh) on 127.0.0.1:4223, its JetStream store in
 # .stack/nats, each message on disk before it is acknowledged. Port
 # 4222 is left to a NATS server the machine may run already. Sourced by
 # scripts/stack (after lib.sh).
