@@ -90,8 +90,8 @@ pub struct SyncSettings {
     /// commit several vouchers' groups side by side; fewer put more orders
     /// in each transaction. One voucher's orders always go to one worker.
     /// One by default: on the 2-core box, 50 and 500 vouchers opening
-    /// together sold faster with one worker than with four (BENCHMARKS.md,
-    /// fifty and five hundred sales opening together); a database with
+    /// together sold faster with one worker than with four (docs/history.md,
+    /// "Why one worker"); a database with
     /// cores to spare may do better with more.
     #[arg(long, env = "ORDER_BATCH_WORKERS", default_value_t = DEFAULT_ORDER_BATCH_WORKERS)]
     pub order_batch_workers: u64,
