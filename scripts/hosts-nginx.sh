@@ -61,14 +61,4 @@ nginx_up() {
     ln -sfn "$HOSTS_STAGE" "$HOSTS_DIR/nginx"
 }
 
-nginx_down() {
-    if running "$HOSTS_STAGE/nginx.pid" nginx; then
-        local pid
-        pid=$(cat "$HOSTS_STAGE/nginx.pid")
-        kill -QUIT "$pid" 2>/dev/null || true
-        for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-        kill -0 "$pid" 2>/dev/null && kill -KILL "$pid" 2>/dev/null || true
-        log "stopped nginx on the nginx host (pid $pid)"
-    fi
-    rm -f "$HOSTS_STAGE/nginx.pid"
-}
+nginx_down() { STOP_SIGNAL=QUIT stop_pid "$HOSTS_STAGE/nginx.pid" nginx "nginx on the nginx host"; }

@@ -21,12 +21,13 @@ wait_for_jobs() { # wait_for_jobs PID...
     [ $# -eq 0 ] || wait "$@"
 }
 
-# Stops a pid file's process (TERM, then KILL after 10 s) if it is ours.
-stop_pid() { # stop_pid PIDFILE PATTERN [WHAT]
+# Stops a pid file's process (TERM, or STOP_SIGNAL: nginx's QUIT lets its
+# workers finish what they hold; then KILL after 10 s) if it is ours.
+stop_pid() { # [STOP_SIGNAL=QUIT] stop_pid PIDFILE PATTERN [WHAT]
     local pid
     if running "$1" "$2"; then
         pid=$(cat "$1")
-        kill -TERM "$pid" 2>/dev/null || true
+        kill -"${STOP_SIGNAL:-TERM}" "$pid" 2>/dev/null || true
         for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
         kill -0 "$pid" 2>/dev/null && kill -KILL "$pid" 2>/dev/null || true
         log "stopped ${3:-$(basename "$1" .pid)} (pid $pid)"

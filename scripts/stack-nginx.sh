@@ -145,13 +145,6 @@ start_nginx() {
 }
 
 stop_nginx() {
-    if running "$NGINX_PREFIX/nginx.pid" nginx; then
-        local pid
-        pid=$(cat "$NGINX_PREFIX/nginx.pid")
-        kill -QUIT "$pid" 2>/dev/null || true
-        for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-        kill -0 "$pid" 2>/dev/null && kill -KILL "$pid" 2>/dev/null || true
-        log "stopped nginx (pid $pid)"
-    fi
-    rm -f "$NGINX_PREFIX/nginx.pid" "$STATE_DIR/nginx.workers"
+    STOP_SIGNAL=QUIT stop_pid "$NGINX_PREFIX/nginx.pid" nginx nginx
+    rm -f "$STATE_DIR/nginx.workers"
 }
