@@ -14,7 +14,7 @@ import sys
 
 from hmdptools import cli
 from hmdptools.medians import show, spread
-from hmdptools.runs import dump, load, verdict
+from hmdptools.runs import dump, load, name_of, verdict
 
 
 def answered(d):
@@ -40,7 +40,7 @@ def medians(out):
     files alone (`SETTING-RUN.json`): (the lines, the summary)."""
     by_setting = {}
     for path in sorted(glob.glob(os.path.join(out, "*.json"))):
-        name = os.path.basename(path)[:-5]
+        name = name_of(path)
         match = re.fullmatch(r"(.+)-(\d+)", name)
         if not match or name == "summary":
             continue
