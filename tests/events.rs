@@ -240,10 +240,25 @@ async fn client_of(nats: &NatsServer) -> async_nats::Client {
 }
 
 /// Every message of the stream, in stream order: (Nats-Msg-Id, subject,
-/// body).
-async fn stream_messages(nats: &NatsServer) -> Vec<(String, String, Value)> {
+/// body). A cluster that has just lost a server may refuse a read (a 503
+/// while the stream's or the reader's leader moves): the whole stream is
+/// read again, for 30 s at most.
+async fn stream_messages(nats: &NatsServer) -> Vec<StreamMessage> {
     let js = jetstream::new(client_of(nats).await);
-    let stream = js.get_stream("ORDERS").await.unwrap();
+    let started = Instant::now();
+    loop {
+        match read_stream(&js).await {
+            Ok(messages) => return messages,
+            Err(err) => assert!(started.elapsed() < Duration::from_secs(30), "the stream could not be read: {err}"),
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+type StreamMessage = (String, String, Value);
+
+async fn read_stream(js: &jetstream::Context) -> Result<Vec<StreamMessage>, Box<dyn std::error::Error + Send + Sync>> {
+    let stream = js.get_stream("ORDERS").await?;
     // One replica: a reader of a cluster that lost a server is made by
     // the servers left, without a quorum of its own to wait for.
     let config = pull::Config {
@@ -252,25 +267,19 @@ async fn stream_messages(nats: &NatsServer) -> Vec<(String, String, Value)> {
         memory_storage: true,
         ..Default::default()
     };
-    let started = Instant::now();
-    let reader = loop {
-        match stream.create_consumer(config.clone()).await {
-            Ok(reader) => break reader,
-            Err(err) => assert!(started.elapsed() < Duration::from_secs(30), "no reader of the stream: {err}"),
-        }
-    };
+    let reader = stream.create_consumer(config).await?;
     let mut messages = Vec::new();
     loop {
-        let mut batch = reader.fetch().max_messages(500).expires(Duration::from_millis(300)).messages().await.unwrap();
+        let mut batch = reader.fetch().max_messages(500).expires(Duration::from_millis(300)).messages().await?;
         let before = messages.len();
         while let Some(message) = batch.next().await {
-            let message = message.unwrap();
-            let id = message.headers.as_ref().and_then(|h| h.get("Nats-Msg-Id")).unwrap().as_str().to_owned();
-            let body: Value = serde_json::from_slice(&message.payload).unwrap();
-            messages.push((id, message.subject.to_string(), body));
+            let message = message?;
+            let id = message.headers.as_ref().and_then(|h| h.get("Nats-Msg-Id")).ok_or("a message without its id")?;
+            let body: Value = serde_json::from_slice(&message.payload)?;
+            messages.push((id.as_str().to_owned(), message.subject.to_string(), body));
         }
         if messages.len() == before {
-            return messages;
+            return Ok(messages);
         }
     }
 }
