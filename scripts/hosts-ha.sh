@@ -109,8 +109,10 @@ CONF
 # pair runs on the witness. No fencing: these hosts are namespaces of one
 # machine, with no power switch to pull (docs/deploy.md says what a real
 # deployment must add). The monitors are as rare as a failover allows:
-# each forks a dozen clients (0.3 of a core for the pair at 2 s and 5 s,
-# the sale's cores on this box); the standby's, every 3 s, is the one a
+# each starts some thirty programs, three MariaDB clients among them, on
+# the sale's cores (the pair's agents take 0.05 of a core at rest, 0.1
+# before the patch's clients without TLS on the socket and its one-pass
+# parse of the standby's status); the standby's, every 3 s, is the one a
 # promotion waits for (every 10 s, a lost primary's host stopped a sale
 # 16.0 s, past the 15 s allowed); the primary's only finds a dead server.
 ha_cib() {
