@@ -5,6 +5,8 @@
 use std::{sync::Arc, time::Duration};
 
 use anyhow::Context;
+use hmdp_redis::hot::HotKeys;
+use tokio_util::task::AbortOnDropHandle;
 
 pub use crate::connect::{connect_database, connect_redis};
 pub use crate::schema::migrate;
@@ -35,6 +37,8 @@ pub struct Application {
     server: Server,
     state: AppState,
     events: Events,
+    /// Closes the hot keys' windows while the instance serves.
+    hot_key_watch: Option<AbortOnDropHandle<()>>,
 }
 
 impl Application {
@@ -44,8 +48,8 @@ impl Application {
         if config.server.instance_id.is_none() {
             config.server.instance_id = Some(server.tcp_addr()?.to_string());
         }
-        let (state, events) = build_state(config).await?;
-        Ok(Self { server, state, events })
+        let (state, events, hot_key_watch) = build_state(config).await?;
+        Ok(Self { server, state, events, hot_key_watch })
     }
 
     pub fn port(&self) -> u16 {
@@ -67,7 +71,9 @@ impl Application {
         seckill.start();
         let mut events = self.events;
         events.start();
+        let hot_key_watch = self.hot_key_watch;
         let served = self.server.serve(app(self.state), shutdown).await;
+        drop(hot_key_watch);
         seckill.shutdown().await;
         events.shutdown().await;
         served
@@ -87,7 +93,7 @@ pub fn raise_descriptor_limit() -> u64 {
     }
 }
 
-pub(crate) async fn build_state(config: Config) -> anyhow::Result<(AppState, Events)> {
+pub(crate) async fn build_state(config: Config) -> anyhow::Result<(AppState, Events, Option<AbortOnDropHandle<()>>)> {
     let db = crate::connect::connect_service_database(&config.db).await?;
     migrate(&db).await?;
     verify_safety_constraints(&db).await?;
@@ -95,8 +101,14 @@ pub(crate) async fn build_state(config: Config) -> anyhow::Result<(AppState, Eve
         Some(url) => Some(connect_read_replica(url, config.db.max_connections).await?),
         None => None,
     };
-    let redis = connect_redis(&config.redis).await?;
+    let mut redis = connect_redis(&config.redis).await?;
     require_redis_7(&mut redis.clone()).await?;
+    let counting = config.hot_keys.counting();
+    let hot_keys = HotKeys::new(counting.unwrap_or_default());
+    let hot_key_watch = counting.map(|_| {
+        redis.count_hot_keys(hot_keys.clone());
+        AbortOnDropHandle::new(tokio::spawn(hot_keys.clone().watch(redis.clone())))
+    });
     let keys = Keys::new(&config.redis.key_prefix);
     let locks = LockService::new(
         redis.clone(),
@@ -138,12 +150,13 @@ pub(crate) async fn build_state(config: Config) -> anyhow::Result<(AppState, Eve
             order_limit: LocalUserLimiter::new(Limit::per(config.limits.orders_per_user_10s, Duration::from_secs(10))),
         },
         metrics: crate::monitoring::recorder(),
+        hot_keys,
         read_replica: ReadReplica(replica.unwrap_or_else(|| db.clone())),
         db,
         redis,
         config: Arc::new(config),
     });
-    Ok((state, events))
+    Ok((state, events, hot_key_watch))
 }
 
 /// The rate limits set their window with `EXPIRE ... NX` and the lock and

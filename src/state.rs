@@ -10,7 +10,7 @@
 use std::{ops::Deref, sync::Arc};
 
 use axum::extract::FromRef;
-use hmdp_redis::Redis;
+use hmdp_redis::{Redis, hot::HotKeys};
 use metrics_exporter_prometheus::PrometheusHandle;
 use sqlx::MySqlPool;
 
@@ -45,6 +45,9 @@ pub struct Shared {
     pub(crate) guards: Guards,
     /// Renders what the process-wide `metrics` recorder has counted.
     pub(crate) metrics: PrometheusHandle,
+    /// What the instance's Redis commands found hot (nothing when
+    /// `HOT_KEY_PERCENT` is 0).
+    pub hot_keys: HotKeys,
 }
 
 impl AppState {
@@ -81,6 +84,7 @@ sub_states! {
     seckill: Seckill,
     sale_path: SalePath,
     metrics: PrometheusHandle,
+    hot_keys: HotKeys,
 }
 
 impl FromRef<AppState> for Arc<AfterSale> {

@@ -11,6 +11,7 @@
 mod asynchronous;
 mod auth;
 mod events;
+mod hotkeys;
 mod limits;
 mod redact;
 mod salepath;
@@ -25,6 +26,7 @@ pub use asynchronous::AsyncSettings;
 pub use auth::{AuthSettings, MIN_JWT_SECRET_LEN};
 pub(crate) use events::nats_servers_in;
 pub use events::{EventSettings, OrderEvents};
+pub use hotkeys::HotKeySettings;
 pub use limits::LimitSettings;
 pub use redact::without_password;
 pub use salepath::SalePathSettings;
@@ -56,6 +58,8 @@ pub struct Config {
     pub sale_path: SalePathSettings,
     #[command(flatten)]
     pub events: EventSettings,
+    #[command(flatten)]
+    pub hot_keys: HotKeySettings,
 }
 
 /// Everything `hmdp serve` reads, as clap sees it.

@@ -13,6 +13,7 @@ use axum::{
     response::{IntoResponse, Response},
     routing::get,
 };
+use hmdp_redis::hot::HotKeys;
 use metrics::{Unit, counter, describe_counter, describe_gauge, describe_histogram, gauge};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use sqlx::MySqlPool;
@@ -137,6 +138,14 @@ fn describe_serving() {
         "hmdp_lock_events_total",
         "Order lock events since start: acquired, reentered, contended, wait_timeout, renewed, lost, abandoned"
     );
+    describe_gauge!(
+        "hmdp_hot_keys",
+        "Hash tags that took HOT_KEY_PERCENT or more of their Redis master's commands in the last 0.4 s, as this instance sampled them"
+    );
+    describe_counter!(
+        "hmdp_hot_keys_found_total",
+        "Hash tags found hot since start, each once per run of windows in which it stayed hot"
+    );
 }
 
 /// The order paths: group commit, the asynchronous stream, segments, the
@@ -195,6 +204,7 @@ where
     S: Clone + Send + Sync + 'static,
     MySqlPool: FromRef<S>,
     Seckill: FromRef<S>,
+    HotKeys: FromRef<S>,
     PrometheusHandle: FromRef<S>,
 {
     Router::new().route("/metrics", get(scrape))
@@ -206,6 +216,7 @@ where
 pub(crate) async fn scrape(
     State(pool): State<MySqlPool>,
     State(seckill): State<Seckill>,
+    State(hot_keys): State<HotKeys>,
     State(handle): State<PrometheusHandle>,
 ) -> Response {
     let idle = pool.num_idle() as f64;
@@ -225,6 +236,9 @@ pub(crate) async fn scrape(
     ] {
         counter!("hmdp_lock_events_total", "event" => what).absolute(value);
     }
+
+    gauge!("hmdp_hot_keys").set(hot_keys.current().len() as f64);
+    counter!("hmdp_hot_keys_found_total").absolute(hot_keys.found());
 
     let groups = seckill.group_stats();
     counter!("hmdp_group_commit_groups_total").absolute(groups.groups);

@@ -11,6 +11,10 @@
 /// The replicas' acknowledgement of a write (a module of its own because it
 /// builds on [`Redis`]; the crate root does not re-export it back).
 pub mod barrier;
+/// Which hash tags crowd their master, counted as commands go out.
+pub mod hot;
+/// Slots, and the masters that serve them.
+pub mod slots;
 
 use std::{
     sync::{
@@ -172,7 +176,7 @@ impl Endpoint {
                         .set_response_timeout(Some(response_timeout))
                         .set_number_of_retries(2);
                     let conn = ConnectionManager::new_with_config(client, config).await?;
-                    Ok(Redis { conn: Conn::Single(conn), endpoint: Arc::new(self.clone()) })
+                    Ok(Redis { conn: Conn::Single(conn), endpoint: Arc::new(self.clone()), hot: None })
                 }
                 Target::Cluster(nodes) => {
                     // The default waits between retries on TRYAGAIN or
@@ -195,6 +199,7 @@ impl Endpoint {
                     let mut conn = Redis {
                         conn: Conn::Cluster(Arc::new(Cluster::new(client, conn))),
                         endpoint: Arc::new(self.clone()),
+                        hot: None,
                     };
                     let info: String = redis::cmd("CLUSTER").arg("INFO").query_async(&mut conn).await?;
                     let field = |name: &str| {
@@ -248,6 +253,8 @@ fn strip_password(url: &str) -> String {
 pub struct Redis {
     conn: Conn,
     endpoint: Arc<Endpoint>,
+    /// Counts the commands' keys when set ([`Redis::count_hot_keys`]).
+    hot: Option<hot::HotKeys>,
 }
 
 #[derive(Clone)]
@@ -365,6 +372,9 @@ impl Cluster {
 
 impl ConnectionLike for Redis {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        if let Some(hot) = &self.hot {
+            hot.observe(cmd);
+        }
         match &mut self.conn {
             Conn::Single(conn) => conn.req_packed_command(cmd),
             Conn::Cluster(cluster) => Box::pin(async move {
@@ -381,6 +391,9 @@ impl ConnectionLike for Redis {
         offset: usize,
         count: usize,
     ) -> RedisFuture<'a, Vec<Value>> {
+        if let Some(hot) = &self.hot {
+            hot.observe_pipeline(pipeline);
+        }
         match &mut self.conn {
             Conn::Single(conn) => conn.req_packed_commands(pipeline, offset, count),
             Conn::Cluster(cluster) => Box::pin(async move {
@@ -406,6 +419,12 @@ impl Redis {
 
     pub fn endpoint(&self) -> &Endpoint {
         &self.endpoint
+    }
+
+    /// From now on this connection and its clones count their commands'
+    /// keys in `hot`; clones made before do not.
+    pub fn count_hot_keys(&mut self, hot: hot::HotKeys) {
+        self.hot = Some(hot);
     }
 
     /// The masters' URLs: the nodes a `SCAN` or an `INFO` must visit to see

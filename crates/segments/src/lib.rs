@@ -32,7 +32,8 @@ use futures::future::try_join_all;
 use hmdp_redis::Redis;
 use redis::{AsyncCommands, RedisResult, Script};
 
-pub use tags::{SLOTS, SlotOwners, choose_tags, slot};
+pub use hmdp_redis::slots::{SLOTS, SlotOwners, slot};
+pub use tags::choose_tags;
 
 /// The most segments a voucher is sold in.
 pub const MAX_SEGMENTS: usize = 16;

@@ -3,94 +3,12 @@
 //! distinct masters where there are enough of them. A segment on the same
 //! master as another spreads nothing; that is the whole point of the split.
 
-/// Slots of a Redis Cluster.
-pub const SLOTS: u16 = 16_384;
+use hmdp_redis::slots::{SlotOwners, slot};
 
 /// How many salts are tried per segment for a master no other segment has.
 /// With three masters and a uniform hash, each try misses with probability
 /// at most 2/3: 64 tries all missing is below one in 10^11.
 const SALTS: u32 = 64;
-
-/// The slot of a key (or a bare hash tag), as Redis Cluster computes it:
-/// CRC16/XMODEM of the text inside the first `{...}` (or of the whole key
-/// when there is none), modulo 16384.
-pub fn slot(key: &str) -> u16 {
-    let bytes = key.as_bytes();
-    let tagged = bytes.iter().position(|b| *b == b'{').and_then(|open| {
-        let close = bytes[open + 1..].iter().position(|b| *b == b'}')?;
-        (close > 0).then(|| &bytes[open + 1..open + 1 + close])
-    });
-    crc16::State::<crc16::XMODEM>::calculate(tagged.unwrap_or(bytes)) % SLOTS
-}
-
-/// Which master serves each slot.
-#[derive(Debug, Clone)]
-pub struct SlotOwners {
-    /// Per slot, the index of its master; `u16::MAX` for a slot no master
-    /// serves (a cluster in motion).
-    owner: Vec<u16>,
-    masters: usize,
-}
-
-impl SlotOwners {
-    /// One server: every slot is its.
-    pub fn single() -> Self {
-        Self { owner: vec![0; usize::from(SLOTS)], masters: 1 }
-    }
-
-    /// From the text of `CLUSTER NODES`: each master line ends with the
-    /// slot ranges it serves (`0-5460`, `5461`); migrating slots
-    /// (`[...]`) count for the master that serves them now.
-    pub fn from_cluster_nodes(nodes: &str) -> Self {
-        let mut owner = vec![u16::MAX; usize::from(SLOTS)];
-        let mut masters = 0u16;
-        for line in nodes.lines() {
-            let fields: Vec<&str> = line.split_whitespace().collect();
-            let is_master = fields.get(2).is_some_and(|flags| flags.split(',').any(|f| f == "master"));
-            if !is_master || fields.len() < 9 {
-                continue;
-            }
-            for range in &fields[8..] {
-                if range.starts_with('[') {
-                    continue;
-                }
-                let (first, last) = range.split_once('-').unwrap_or((range, range));
-                let (Ok(first), Ok(last)) = (first.parse::<u16>(), last.parse::<u16>()) else { continue };
-                for slot in first..=last.min(SLOTS - 1) {
-                    owner[usize::from(slot)] = masters;
-                }
-            }
-            masters += 1;
-        }
-        Self { owner, masters: usize::from(masters).max(1) }
-    }
-
-    /// The slot map of the Redis behind `redis`: the cluster's, from
-    /// `CLUSTER NODES`, or one server's. A cluster that cannot say is taken
-    /// as one server (the segments still work, on whatever masters their
-    /// tags land), and said in the log.
-    pub async fn read(redis: &mut hmdp_redis::Redis) -> Self {
-        if !redis.is_cluster() {
-            return Self::single();
-        }
-        match redis::cmd("CLUSTER").arg("NODES").query_async::<String>(redis).await {
-            Ok(nodes) => Self::from_cluster_nodes(&nodes),
-            Err(err) => {
-                tracing::warn!(%err, "CLUSTER NODES failed; segments placed as on one server");
-                Self::single()
-            }
-        }
-    }
-
-    pub fn masters(&self) -> usize {
-        self.masters
-    }
-
-    /// The master serving `slot`, if one does.
-    pub fn master_of(&self, slot: u16) -> Option<usize> {
-        self.owner.get(usize::from(slot)).filter(|m| **m != u16::MAX).map(|m| usize::from(*m))
-    }
-}
 
 /// The hash tags of a voucher's `segments` segments. Segment 0's tag is the
 /// voucher id itself, so a voucher of one segment keeps the keys it always
@@ -132,6 +50,7 @@ pub fn choose_tags(voucher_id: u64, segments: usize, owners: &SlotOwners) -> Vec
 #[cfg(test)]
 mod tests {
     use super::*;
+    use hmdp_redis::slots::slot;
 
     /// `CLUSTER NODES` of the project's local cluster (scripts/stack's
     /// three masters and three replicas).
@@ -143,28 +62,6 @@ mod tests {
 824fe116063bc5fcf9f4ffd895bc17aee7731ac3 127.0.0.1:7006@17006 slave 292f8b365bb7edb5e285caf0b7e6ddc7265d2f4f 0 1426238317741 6 connected
 e7d1eecce10fd6bb5eb35b9f99a514335d9ba9ca 127.0.0.1:7001@17001 myself,master - 0 0 1 connected 0-5460
 ";
-
-    #[test]
-    fn slots_are_redis_clusters() {
-        // Values from `CLUSTER KEYSLOT`.
-        assert_eq!(slot("foo"), 12182);
-        assert_eq!(slot("{user1000}.following"), slot("user1000"));
-        let whole = |key: &str| crc16::State::<crc16::XMODEM>::calculate(key.as_bytes()) % SLOTS;
-        assert_eq!(slot("foo{}{bar}"), whole("foo{}{bar}"), "an empty first tag hashes the whole key");
-        assert_eq!(slot("foo{{bar}}zap"), whole("{bar"), "the tag ends at the first closing brace");
-        assert_eq!(slot("foo{bar}{zap}"), whole("bar"), "only the first tag counts");
-        assert_eq!(slot("seckill:stock:{42}"), slot("42"));
-    }
-
-    #[test]
-    fn the_owners_of_every_slot_are_read_from_cluster_nodes() {
-        let owners = SlotOwners::from_cluster_nodes(NODES);
-        assert_eq!(owners.masters(), 3);
-        let (a, b, c) = (owners.master_of(0), owners.master_of(5461), owners.master_of(16383));
-        assert!(a.is_some() && b.is_some() && c.is_some());
-        assert!(a != b && b != c && a != c);
-        assert_eq!(owners.master_of(5460), a);
-    }
 
     #[test]
     fn segment_zero_keeps_the_vouchers_own_tag() {

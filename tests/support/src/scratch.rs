@@ -64,6 +64,7 @@ pub fn test_config() -> (Config, String, String) {
         orders: OrderSettings::default(),
         events: Default::default(),
         sale_path: SalePathSettings::default(),
+        hot_keys: Default::default(),
     };
     (config, database, prefix)
 }

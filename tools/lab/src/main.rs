@@ -50,6 +50,7 @@ async fn main() -> anyhow::Result<()> {
         events: Default::default(),
         sale_path: SalePathSettings::default(),
         replica: ReplicaSettings::default(),
+        hot_keys: Default::default(),
     };
     let report = hmdp_lab::run(&config, &options).await?;
     if options.json {
