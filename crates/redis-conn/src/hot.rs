@@ -85,7 +85,6 @@ pub struct HotKeys(Arc<Shared>);
 
 struct Shared {
     settings: HotKeySettings,
-    commands: AtomicU64,
     window: Mutex<Window>,
     owners: RwLock<Arc<SlotOwners>>,
     hot: RwLock<Arc<[HotKey]>>,
@@ -105,7 +104,6 @@ impl HotKeys {
     pub fn new(settings: HotKeySettings) -> Self {
         Self(Arc::new(Shared {
             settings: HotKeySettings { sample_every: settings.sample_every.max(1), ..settings },
-            commands: AtomicU64::new(0),
             window: Mutex::new(Window { top: TopTags::default(), per_slot: empty_slots() }),
             owners: RwLock::new(Arc::new(SlotOwners::single())),
             hot: RwLock::new(Arc::from([])),
@@ -131,7 +129,14 @@ impl HotKeys {
     /// Counts `cmd` as sent: what [`Redis`] does for each command once
     /// [`Redis::count_hot_keys`] gave it this.
     pub fn observe(&self, cmd: &Cmd) {
-        let n = self.0.commands.fetch_add(1, Relaxed);
+        thread_local! {
+            /// Commands this thread sent: a count of its own, where one
+            /// shared by every thread would move between the cores' caches
+            /// at each command.
+            static SENT: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+        }
+        let n = SENT.get();
+        SENT.set(n.wrapping_add(1));
         // Fibonacci hashing of the counter: one in `sample_every`, in no
         // short period.
         let spread = (n.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 40) & 0xFF_FFFF;
@@ -232,58 +237,32 @@ fn first_key(cmd: &Cmd) -> Option<&[u8]> {
         Arg::Simple(bytes) => bytes,
         _ => &[][..],
     });
-    let name = args.next()?;
-    let is = |candidates: &[&str]| candidates.iter().any(|c| name.eq_ignore_ascii_case(c.as_bytes()));
-    if is(&["EVAL", "EVALSHA", "EVAL_RO", "EVALSHA_RO", "FCALL", "FCALL_RO"]) {
-        let keys: u64 = std::str::from_utf8(args.nth(1)?).ok()?.parse().ok()?;
-        return if keys == 0 { None } else { args.next() };
+    let given = args.next()?;
+    // The name in capitals, in a buffer of the longest name matched below.
+    let mut name = [0u8; 12];
+    if given.len() > name.len() {
+        return args.next().filter(|key| !key.is_empty());
     }
-    if is(&["XREAD", "XREADGROUP"]) {
-        // A read over several streams (one server's consumer reads every
-        // voucher's at once) is no one tag's.
-        let streams: Vec<&[u8]> = args.skip_while(|arg| !arg.eq_ignore_ascii_case(b"STREAMS")).skip(1).collect();
-        return if streams.len() == 2 { Some(streams[0]) } else { None };
+    name[..given.len()].copy_from_slice(given);
+    name.make_ascii_uppercase();
+    match &name[..given.len()] {
+        b"EVAL" | b"EVALSHA" | b"EVAL_RO" | b"EVALSHA_RO" | b"FCALL" | b"FCALL_RO" => {
+            let keys: u64 = std::str::from_utf8(args.nth(1)?).ok()?.parse().ok()?;
+            if keys == 0 { None } else { args.next() }
+        }
+        b"XREAD" | b"XREADGROUP" => {
+            // A read over several streams (one server's consumer reads
+            // every voucher's at once) is no one tag's.
+            let streams: Vec<&[u8]> = args.skip_while(|arg| !arg.eq_ignore_ascii_case(b"STREAMS")).skip(1).collect();
+            if streams.len() == 2 { Some(streams[0]) } else { None }
+        }
+        b"PING" | b"INFO" | b"CLUSTER" | b"WAIT" | b"WAITAOF" | b"SCRIPT" | b"FUNCTION" | b"CLIENT" | b"HELLO"
+        | b"AUTH" | b"SELECT" | b"READONLY" | b"READWRITE" | b"ROLE" | b"CONFIG" | b"TIME" | b"DBSIZE" | b"MULTI"
+        | b"EXEC" | b"DISCARD" | b"PUBLISH" | b"SUBSCRIBE" | b"PSUBSCRIBE" | b"UNSUBSCRIBE" | b"PUNSUBSCRIBE"
+        | b"SCAN" | b"KEYS" | b"FLUSHDB" | b"FLUSHALL" | b"MEMORY" | b"LATENCY" | b"SLOWLOG" | b"COMMAND" | b"ECHO"
+        | b"QUIT" => None,
+        _ => args.next().filter(|key| !key.is_empty()),
     }
-    if is(&[
-        "PING",
-        "INFO",
-        "CLUSTER",
-        "WAIT",
-        "WAITAOF",
-        "SCRIPT",
-        "FUNCTION",
-        "CLIENT",
-        "HELLO",
-        "AUTH",
-        "SELECT",
-        "READONLY",
-        "READWRITE",
-        "ROLE",
-        "CONFIG",
-        "TIME",
-        "DBSIZE",
-        "MULTI",
-        "EXEC",
-        "DISCARD",
-        "PUBLISH",
-        "SUBSCRIBE",
-        "PSUBSCRIBE",
-        "UNSUBSCRIBE",
-        "PUNSUBSCRIBE",
-        "SCAN",
-        "KEYS",
-        "FLUSHDB",
-        "FLUSHALL",
-        "MEMORY",
-        "LATENCY",
-        "SLOWLOG",
-        "COMMAND",
-        "ECHO",
-        "QUIT",
-    ]) {
-        return None;
-    }
-    args.next().filter(|key| !key.is_empty())
 }
 
 /// The Space-Saving list: counts of the tags seen most, each with the
