@@ -52,15 +52,12 @@ mod tests {
     use super::*;
     use hmdp_redis::slots::slot;
 
-    /// `CLUSTER NODES` of the project's local cluster (scripts/stack's
-    /// three masters and three replicas).
+    /// Three masters with a third of the slots each, as the local
+    /// cluster has (its `CLUSTER NODES` is in the Redis crate's tests).
     const NODES: &str = "\
-07c37dfeb235213a872192d90877d0cd55635b91 127.0.0.1:7004@17004 slave e7d1eecce10fd6bb5eb35b9f99a514335d9ba9ca 0 1426238317239 4 connected
-67ed2db8d677e59ec4a4cefb06858cf2a1a89fa1 127.0.0.1:7002@17002 master - 0 1426238316232 2 connected 5461-10922
-292f8b365bb7edb5e285caf0b7e6ddc7265d2f4f 127.0.0.1:7003@17003 master - 0 1426238318243 3 connected 10923-16383
-6ec23923021cf3ffec47632106199cb7f496ce01 127.0.0.1:7005@17005 slave 67ed2db8d677e59ec4a4cefb06858cf2a1a89fa1 0 1426238316232 5 connected
-824fe116063bc5fcf9f4ffd895bc17aee7731ac3 127.0.0.1:7006@17006 slave 292f8b365bb7edb5e285caf0b7e6ddc7265d2f4f 0 1426238317741 6 connected
-e7d1eecce10fd6bb5eb35b9f99a514335d9ba9ca 127.0.0.1:7001@17001 myself,master - 0 0 1 connected 0-5460
+a 127.0.0.1:7001@17001 myself,master - 0 0 1 connected 0-5460
+b 127.0.0.1:7002@17002 master - 0 0 2 connected 5461-10922
+c 127.0.0.1:7003@17003 master - 0 0 3 connected 10923-16383
 ";
 
     #[test]
