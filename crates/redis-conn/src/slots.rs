@@ -75,19 +75,22 @@ impl SlotOwners {
     /// The slot map of the Redis behind `redis`: the cluster's, from
     /// `CLUSTER NODES`, or one server's. A cluster that cannot say is taken
     /// as one server (segments still work, on whatever masters their tags
-    /// land; hot keys are measured against every command), and said in the
-    /// log.
+    /// land), and said in the log.
     pub async fn read(redis: &mut crate::Redis) -> Self {
+        Self::try_read(redis).await.unwrap_or_else(|err| {
+            tracing::warn!(%err, "CLUSTER NODES failed; taken as one server");
+            Self::single()
+        })
+    }
+
+    /// [`read`](Self::read), with a failed `CLUSTER NODES` left to the
+    /// caller.
+    pub async fn try_read(redis: &mut crate::Redis) -> redis::RedisResult<Self> {
         if !redis.is_cluster() {
-            return Self { names: vec![redis.endpoint().describe()], ..Self::single() };
+            return Ok(Self { names: vec![redis.endpoint().describe()], ..Self::single() });
         }
-        match redis::cmd("CLUSTER").arg("NODES").query_async::<String>(redis).await {
-            Ok(nodes) => Self::from_cluster_nodes(&nodes),
-            Err(err) => {
-                tracing::warn!(%err, "CLUSTER NODES failed; taken as one server");
-                Self::single()
-            }
-        }
+        let nodes: String = redis::cmd("CLUSTER").arg("NODES").query_async(redis).await?;
+        Ok(Self::from_cluster_nodes(&nodes))
     }
 
     pub fn masters(&self) -> usize {
