@@ -85,6 +85,23 @@ async fn events(app: &TestApp) -> BTreeMap<i64, Vec<(String, String)>> {
     by_order
 }
 
+/// The events once `done` holds of them, read again every 50 ms for 10 s
+/// at most; the last reading otherwise, for the caller's assertions to
+/// say what is missing.
+async fn events_once(
+    app: &TestApp,
+    done: impl Fn(&BTreeMap<i64, Vec<(String, String)>>) -> bool,
+) -> BTreeMap<i64, Vec<(String, String)>> {
+    let started = Instant::now();
+    loop {
+        let written = events(app).await;
+        if done(&written) || started.elapsed() > Duration::from_secs(10) {
+            return written;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 fn pairs(list: &[(&str, &str)]) -> Vec<(String, String)> {
     list.iter().map(|(a, b)| ((*a).to_owned(), (*b).to_owned())).collect()
 }
@@ -146,17 +163,10 @@ async fn a_crowds_orders_leave_one_created_event_each_and_none_for_a_refused_buy
     // once it was dead-lettered, after the crowd had sold out.
     let sold = if path.is_async() { 39 } else { 40 };
     assert_eq!(rows.len(), sold, "{path:?}: {counts:?}");
-    let mut written = events(&app).await;
-    if let Some(order) = refused.order_id.as_ref().filter(|_| path.is_async()) {
-        // The dead letter's `failed` event commits with its transaction,
-        // just after Redis already shows the stream drained.
-        let order: i64 = order.parse().unwrap();
-        let started = Instant::now();
-        while !written.contains_key(&order) && started.elapsed() < Duration::from_secs(10) {
-            tokio::time::sleep(Duration::from_millis(50)).await;
-            written = events(&app).await;
-        }
-    }
+    // The dead letter's `failed` event commits with its transaction, just
+    // after Redis already shows the stream drained.
+    let refused_order = refused.order_id.as_ref().filter(|_| path.is_async()).map(|id| id.parse::<i64>().unwrap());
+    let written = events_once(&app, |written| refused_order.is_none_or(|order| written.contains_key(&order))).await;
     for (id, _) in &rows {
         assert_eq!(written.get(id), Some(&pairs(&[("created", "UNPAID")])), "{path:?}: order {id}");
     }
@@ -177,16 +187,9 @@ async fn an_unpaid_order_past_its_deadline_writes_expired(path: OrderPath) {
     let voucher = app.open_seckill(2).await;
     let users = app.seed_users(1).await;
     let order = bought(&app, voucher, &users[0].1).await;
-    let started = Instant::now();
-    loop {
-        let written = events(&app).await;
-        if written.get(&order).is_some_and(|e| e.len() == 2) {
-            assert_eq!(written[&order], pairs(&[("created", "UNPAID"), ("expired", "CANCELLED")]), "{path:?}");
-            break;
-        }
-        assert!(started.elapsed() < Duration::from_secs(10), "{path:?}: never expired: {written:?}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let written = events_once(&app, |written| written.get(&order).is_some_and(|e| e.len() == 2)).await;
+    assert!(written.get(&order).is_some_and(|e| e.len() == 2), "{path:?}: never expired: {written:?}");
+    assert_eq!(written[&order], pairs(&[("created", "UNPAID"), ("expired", "CANCELLED")]), "{path:?}");
 }
 
 #[tokio::test]
