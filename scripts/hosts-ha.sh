@@ -119,7 +119,7 @@ ha_cib() {
     local ssl=""
     tls_on && ssl="replication_master_ssl_ca=$TLS_DIR/ca.pem"
     cat <<CIB
-property stonith-enabled=false no-quorum-policy=stop
+property stonith-enabled=false no-quorum-policy=stop dc-deadtime=2s
 rsc_defaults resource-stickiness=100
 node db attributes mariadb_mysql_master_IP=$(host_ip db)
 node db-replica attributes mariadb_mysql_master_IP=$(host_ip db-replica)
@@ -144,13 +144,26 @@ location reads-not-on-witness read-address -inf: db-witness
 CIB
 }
 
-ha_node_up() { # ha_node_up HOST: its Corosync and Pacemaker, in namespaces of their own
+ha_node_up() { ha_node_start "$1" && ha_node_wait "$1"; } # ha_node_up HOST
+ha_node_wait() { wait_for 30 "the cluster node on the $1 host (see $(ha_dir "$1")/var-log-pacemaker/pacemaker.log)" ha_at "$1" crm_node -n; }
+# HOST's Corosync and Pacemaker started, in namespaces of their own. Its
+# first configuration waits 2 s, not Pacemaker's 20, for a coordinator
+# before electing one (dc-deadtime): 18 s of every `up`, all three nodes
+# being there after a second. Its version is the lowest there is, so a node
+# that joins a running cluster takes the cluster's.
+ha_node_start() { # ha_node_start HOST
     local host=$1 dir db=""
     ha_running "$host" && return 0
     dir=$(ha_dir "$host")
     rm -rf "$dir"
     mkdir -p "$dir"/{etc-corosync,var-lib-corosync,var-log-corosync,var-log-pacemaker,var-lib-pacemaker}
     cp -a /var/lib/pacemaker/. "$dir/var-lib-pacemaker/"
+    cibadmin --empty >"$dir/var-lib-pacemaker/cib/cib.xml"
+    CIB_file="$dir/var-lib-pacemaker/cib/cib.xml" crm_attribute --type crm_config --name dc-deadtime --update 2s \
+        || die "cannot write the $host host's first cluster configuration"
+    sed -i '1s/ epoch="[0-9]*"/ epoch="0"/' "$dir/var-lib-pacemaker/cib/cib.xml"
+    chown -R hacluster:haclient "$dir/var-lib-pacemaker/cib"
+    chmod 0600 "$dir/var-lib-pacemaker/cib/cib.xml"
     chown hacluster:haclient "$dir/var-log-pacemaker"
     chmod 0770 "$dir/var-log-pacemaker"
     [ -s "$HOSTS_DIR/ha-authkey" ] || (umask 077 && head -c 256 /dev/urandom >"$HOSTS_DIR/ha-authkey")
@@ -160,7 +173,6 @@ ha_node_up() { # ha_node_up HOST: its Corosync and Pacemaker, in namespaces of t
     log "starting Corosync and Pacemaker on the $host host"
     in_host "$host" unshare --mount --uts --propagation private "$ROOT/scripts/hosts-ha-node" \
         "$host" "$dir" "$HA_AGENTS" $db || die "the cluster node on the $host host did not start (see $dir/corosync.out)"
-    wait_for 30 "the cluster node on the $host host (see $dir/var-log-pacemaker/pacemaker.log)" ha_at "$host" crm_node -n
 }
 
 ha_quorate() { ha_any crm_mon -1 2>/dev/null | grep -q "partition with quorum"; }
@@ -173,7 +185,8 @@ db_pair_up() {
     local host
     for host in db db-replica; do db_password_file "$host"; done
     [ -d "$(db_dir db)/data/mysql" ] || db_pair_bootstrap
-    for host in db db-replica db-witness; do ha_node_up "$host"; done
+    for host in db db-replica db-witness; do ha_node_start "$host"; done
+    for host in db db-replica db-witness; do ha_node_wait "$host"; done
     wait_for 60 "the cluster of the db hosts to be quorate" ha_quorate
     (umask 077 && ha_cib >"$HOSTS_DIR/ha-cib.crm")
     ha_any crm configure load replace "$HOSTS_DIR/ha-cib.crm" >"$HOSTS_DIR/ha-cib.log" 2>&1 \

@@ -54,3 +54,25 @@ ensure_cargo_tool() { # ensure_cargo_tool SUBCOMMAND COMPONENT
     if command -v rustup >/dev/null 2>&1; then rustup component add "$2" >/dev/null 2>&1 || true; fi
     cargo "$1" --version >/dev/null 2>&1 || die "cargo $1 is missing: rustup component add $2"
 }
+
+# A Debian bookworm root (debootstrap's minbase with PACKAGES) at DEST, for
+# the systemd check's machine and the compose check's base image. Made
+# once a machine and kept, outside every clone, as a tarball named by its
+# packages: a fresh clone's checks unpack it in seconds instead of
+# fetching and configuring every package again (docs/testing.md).
+bookworm_root() { # bookworm_root DEST PACKAGES LOG
+    local dest=$1 packages=$2 cache=/var/cache/hmdp tarball
+    tarball="$cache/bookworm-$(printf '%s' "$packages" | sha256sum | cut -c1-12).tar"
+    rm -rf "$dest"
+    mkdir -p "$dest" "$cache"
+    if [ -s "$tarball" ] && tar -C "$dest" -xf "$tarball"; then
+        log "the bookworm root with $packages, from this machine's cache ($tarball)"
+        return 0
+    fi
+    rm -rf "$dest"
+    log "the bookworm root with $packages: debootstrap, kept in $tarball for the next run"
+    debootstrap --variant=minbase --include="$packages" bookworm "$dest" "${DEBIAN_MIRROR:-http://deb.debian.org/debian}" \
+        >"$3" 2>&1 || { tail -20 "$3" >&2; die "debootstrap failed (see $3)"; }
+    rm -rf "$dest"/var/cache/apt/archives/*.deb
+    tar -C "$dest" -cf "$tarball.tmp" . && mv "$tarball.tmp" "$tarball"
+}
