@@ -98,15 +98,19 @@ pub(super) async fn settle(
         None => 0,
     };
     // No more rows than units: a 202 answered "unreplicated" whose master
-    // was lost may never land (the checker lets it end FAILED), and its
-    // row was waited for until the drain's timeout, two minutes a run.
-    let expected: Vec<(u64, i64)> = (plan.vouchers.iter().zip(before).enumerate())
+    // was lost may never land (the checker lets it end FAILED).
+    let expected: Vec<settle::Expected> = (plan.vouchers.iter().zip(before).enumerate())
         .map(|(k, (voucher, before))| {
-            let answered = (successes[k] + unreplicated[k]) as i64;
-            (*voucher, before.orders + answered.min(before.stock() + stock_added.max(0)))
+            let units = before.stock() + stock_added.max(0);
+            let answered = |count: u64| before.orders + (count as i64).min(units);
+            settle::Expected {
+                voucher: *voucher,
+                must: answered(successes[k]),
+                may: answered(successes[k] + unreplicated[k]),
+            }
         })
         .collect();
-    let rows_landed = settle::rows(&db, &expected, drain_timeout).await?;
+    let rows_landed = settle::rows(&db, &expected, drain_timeout, settle::QUIET_FOR_202S).await?;
     let mut redis = connect_redis(&args.redis).await?;
     let keys = Keys::new(&args.redis.key_prefix);
     let mut reconciliations = Vec::with_capacity(plan.vouchers.len());
