@@ -26,7 +26,7 @@ pub struct Expected {
 /// held every such run for the drain's whole timeout (two minutes of each
 /// CI run). Longer than the stall of a MariaDB primary's promotion (8 to
 /// 10 s), during which no row lands either.
-pub const QUIET_FOR_202S: Duration = Duration::from_secs(20);
+const QUIET_FOR_202S: Duration = Duration::from_secs(20);
 
 #[derive(Debug, PartialEq)]
 enum Landed {
@@ -50,13 +50,8 @@ fn landed(expected: &[Expected], counts: &HashMap<u64, i64>) -> Landed {
 /// When every voucher's expected rows landed (polled, all vouchers in one
 /// query, so a sale of 500 vouchers is timed as finely as a sale of one):
 /// every 202's too, or, once every 200's is in, the last row that landed
-/// before `quiet` without one; `None` after the timeout.
-pub async fn rows(
-    db: &sqlx::MySqlPool,
-    expected: &[Expected],
-    timeout: Duration,
-    quiet: Duration,
-) -> anyhow::Result<Option<Instant>> {
+/// before [`QUIET_FOR_202S`] without one; `None` after the timeout.
+pub async fn rows(db: &sqlx::MySqlPool, expected: &[Expected], timeout: Duration) -> anyhow::Result<Option<Instant>> {
     let deadline = Instant::now() + timeout;
     let (mut last_counts, mut last_landed) = (HashMap::new(), Instant::now());
     loop {
@@ -76,7 +71,9 @@ pub async fn rows(
                 }
                 match landed(expected, &last_counts) {
                     Landed::Every => return Ok(Some(now)),
-                    Landed::Every200s if now.duration_since(last_landed) >= quiet => return Ok(Some(last_landed)),
+                    Landed::Every200s if now.duration_since(last_landed) >= QUIET_FOR_202S => {
+                        return Ok(Some(last_landed));
+                    }
                     _ => {}
                 }
             }

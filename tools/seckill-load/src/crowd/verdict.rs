@@ -144,7 +144,7 @@ impl Crowd<'_> {
                 may: before.orders + counted.promised(),
             })
             .collect();
-        let rows_landed = settle::rows(db, &expected, timeout, settle::QUIET_FOR_202S).await?;
+        let rows_landed = settle::rows(db, &expected, timeout).await?;
         let mut redis = hmdp::startup::connect_redis(&self.args.redis).await?;
         let keys = hmdp::keys::Keys::new(&self.args.redis.key_prefix);
         let user_ids: Vec<Option<u64>> = self.users.iter().map(|u| Some(u.id)).collect();

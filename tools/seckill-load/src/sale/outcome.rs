@@ -110,7 +110,7 @@ pub(super) async fn settle(
             }
         })
         .collect();
-    let rows_landed = settle::rows(&db, &expected, drain_timeout, settle::QUIET_FOR_202S).await?;
+    let rows_landed = settle::rows(&db, &expected, drain_timeout).await?;
     let mut redis = connect_redis(&args.redis).await?;
     let keys = Keys::new(&args.redis.key_prefix);
     let mut reconciliations = Vec::with_capacity(plan.vouchers.len());
