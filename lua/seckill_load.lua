@@ -8,7 +8,9 @@
 -- filled, or absent).
 -- ARGV[1] MariaDB's stock, ARGV[2] begin ms, ARGV[3] end ms, ARGV[4]
 -- tb_voucher.status, ARGV[5] the voucher's stamp (what it was made as),
--- ARGV[6..] ids of pending orders that have a row.
+-- ARGV[6] the layout the keys serve (how many segments the voucher is sold
+-- in; 0 for a segment a split made and has not opened yet), ARGV[7..] ids
+-- of pending orders that have a row.
 -- Returns {1 loaded now, 0 already loaded, 2 wiped (made for another) and
 -- loaded now; the stock set}.
 local made = redis.call('HGET', KEYS[2], 'made')
@@ -37,7 +39,8 @@ end
 -- a replica promoted in this master's place holds it, and learns again.
 local lineage = string.match(redis.call('INFO', 'replication'), 'master_replid:(%x+)') or ''
 redis.call('DEL', KEYS[2])
-redis.call('HSET', KEYS[2], 'begin', ARGV[2], 'end', ARGV[3], 'shelf', ARGV[4], 'made', ARGV[5], 'lineage', lineage)
+redis.call('HSET', KEYS[2], 'begin', ARGV[2], 'end', ARGV[3], 'shelf', ARGV[4], 'made', ARGV[5], 'lineage', lineage,
+    'layout', ARGV[6])
 if redis.call('EXISTS', KEYS[9]) == 1 then
     redis.call('RENAME', KEYS[9], KEYS[3])
 else
@@ -48,7 +51,7 @@ redis.call('SADD', KEYS[3], '0')
 -- as it is now: an order dead-lettered since the caller read the pending
 -- hash is not counted as waiting for a unit.
 redis.call('SET', KEYS[1], 0)
-local stock = stock_from_row(KEYS[1], KEYS[3], KEYS[5], tonumber(ARGV[1]), ARGV, 6)
+local stock = stock_from_row(KEYS[1], KEYS[3], KEYS[5], tonumber(ARGV[1]), ARGV, 7)
 -- The group exists before any order is accepted: never a NOGROUP.
 local created = redis.pcall('XGROUP', 'CREATE', KEYS[4], 'orders', '0', 'MKSTREAM')
 if type(created) == 'table' and created.err and not string.find(created.err, 'BUSYGROUP') then

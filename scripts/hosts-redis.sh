@@ -35,7 +35,7 @@ redis_host_alive() { redis_ops_at "$1" ping 2>/dev/null | grep -q PONG; }
 # the default user off or without rights a restarted Redis silently lost
 # every script's writes: the sale's stock, its orders' stream, the logins.
 REDIS_SERVICE_RULES=(on resetkeys "~login:*" "~{login:code:*" "~icr:*" "~{icr:*" "~rate:*" "~idempotency:*" "~lock:*"
-    "~seckill:*" resetchannels "&lock-released:*" "+@all" "-@dangerous" "+info" "+cluster|info" "+cluster|nodes"
+    "~seckill:*" resetchannels "&lock-released:*" "&seckill:news:*" "+@all" "-@dangerous" "+info" "+cluster|info" "+cluster|nodes"
     "+cluster|slots" "+cluster|shards")
 
 redis_host_up() { # redis_host_up HOST

@@ -137,6 +137,12 @@ impl Keys {
         format!("{}seckill:failed-order:{order_id}", self.prefix)
     }
 
+    /// Who is splitting a hot voucher into segments (`SET NX PX`): one
+    /// instance at a time does the work, though each step is safe twice.
+    pub(crate) fn seckill_split(&self, voucher_id: u64) -> String {
+        format!("{}seckill:split:{{{voucher_id}}}", self.prefix)
+    }
+
     /// The voucher ids whose streams the consumers read.
     pub fn seckill_active(&self) -> String {
         format!("{}seckill:active", self.prefix)

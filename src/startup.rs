@@ -125,6 +125,7 @@ pub(crate) async fn build_state(config: Config) -> anyhow::Result<(AppState, Eve
         order_ids,
         locks,
         outbox: events.outbox(),
+        hot_keys: hot_keys.clone(),
     };
     let seckill = Seckill::build(&config, &instance, deps).await?;
     let sale_path = SalePath::new(

@@ -30,20 +30,11 @@ fn ok_ids(outcomes: &[common::Outcome]) -> BTreeSet<String> {
     outcomes.iter().filter(|o| o.code == "OK").filter_map(|o| o.order_id.clone()).collect()
 }
 
-/// Every segment's hash tag, segment 0 (the voucher id) first.
-async fn tags_of(app: &TestApp, voucher: u64) -> Vec<String> {
-    let tags: String = sqlx::query_scalar("SELECT segment_tags FROM tb_seckill_voucher WHERE voucher_id = ?")
-        .bind(voucher)
-        .fetch_one(&app.db)
-        .await
-        .unwrap();
-    std::iter::once(voucher.to_string()).chain(tags.split(',').map(str::to_owned)).collect()
-}
-
 /// The voucher's segments as the crate sees them, on the service's keys:
 /// what a borrower that dies mid-borrow would have used.
 async fn segments_of(app: &TestApp, voucher: u64) -> SegmentedStock {
-    let keys = tags_of(app, voucher)
+    let keys = app
+        .segment_tags(voucher)
         .await
         .into_iter()
         .map(|tag| {
@@ -182,7 +173,7 @@ async fn a_segment_lost_from_redis_is_loaded_again_without_counting_a_unit_twice
     at_rest(&app, voucher).await;
 
     // One segment's keys vanish (a master lost without a replica).
-    let lost = app.keys.seckill_segment(&tags_of(&app, voucher).await[2]);
+    let lost = app.keys.seckill_segment(&app.segment_tags(voucher).await[2]);
     let gone: Vec<&str> = lost.all().into_iter().chain(lost.borrowing()).collect();
     let _: () = redis::cmd("DEL").arg(&gone[..]).query_async(&mut app.redis.clone()).await.unwrap();
 
@@ -236,7 +227,7 @@ async fn a_segment_whose_master_lost_its_replica_does_not_make_the_other_segment
     })
     .await;
     let voucher = app.open_seckill_in_segments(100, 3).await;
-    let tags = tags_of(&app, voucher).await;
+    let tags = app.segment_tags(voucher).await;
     let stock_keys: Vec<String> = tags.iter().map(|tag| app.keys.seckill_segment(tag).stock).collect();
     let masters: Vec<(u16, u16)> = stock_keys.iter().map(|key| cluster.master_of(key)).collect();
     let distinct: BTreeSet<u16> = masters.iter().map(|(port, _)| *port).collect();

@@ -5,7 +5,7 @@
 use std::future::Future;
 
 use hmdp_lock::LockService;
-use hmdp_redis::Redis;
+use hmdp_redis::{Redis, hot::HotKeys};
 use sqlx::MySqlPool;
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
@@ -24,6 +24,8 @@ pub(crate) struct Dependencies {
     /// Where each change of an order writes its event (or nothing, with
     /// `ORDER_EVENTS=off`).
     pub(crate) outbox: Outbox,
+    /// The hash tags found hot: the asynchronous mode splits a hot voucher.
+    pub(crate) hot_keys: HotKeys,
 }
 
 /// The owner of every background task of the seckill (the consumer, the

@@ -160,6 +160,8 @@ pub(crate) struct NewVoucher {
 pub(crate) struct NewSeckill {
     pub(crate) stock: i32,
     pub(crate) segments: u8,
+    /// The request named the segments: a voucher found hot keeps them.
+    pub(crate) segments_by_admin: bool,
     pub(crate) guard: Guard,
     pub(crate) admit_per_second: Option<u32>,
     pub(crate) begin_time: DateTime<FixedOffset>,

@@ -94,6 +94,7 @@ impl VoucherForm {
                 )));
             }
         }
+        let segments_by_admin = self.segments.is_some();
         let segments = self.segments.take().unwrap_or(1);
         let segments = u8::try_from(segments)
             .ok()
@@ -112,7 +113,7 @@ impl VoucherForm {
             }
         };
         let voucher = self.common(TYPE_SECKILL)?;
-        Ok((voucher, NewSeckill { stock, segments, guard, admit_per_second, begin_time, end_time }))
+        Ok((voucher, NewSeckill { stock, segments, segments_by_admin, guard, admit_per_second, begin_time, end_time }))
     }
 
     fn common(self, kind: u8) -> Result<NewVoucher, Invalid> {

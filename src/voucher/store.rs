@@ -46,7 +46,7 @@ where
     let id = insert_voucher(&mut *tx, voucher).await?;
     let (begin, end) = (sale.begin_time.naive_utc(), sale.end_time.naive_utc());
     let segment_tags = before_commit(id, sale.segments).await?;
-    seckill::insert_sale(&mut *tx, id, sale.stock.into(), begin, end, &segment_tags).await?;
+    seckill::insert_sale(&mut *tx, id, sale.stock.into(), (begin, end), &segment_tags, sale.segments_by_admin).await?;
     salepath::record_terms(&mut *tx, id, sale.guard, sale.admit_per_second).await?;
     tx.commit().await?;
     Ok(id)

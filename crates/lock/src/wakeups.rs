@@ -7,10 +7,8 @@
 use std::{
     collections::HashMap,
     sync::{Arc, Mutex},
-    time::Duration,
 };
 
-use futures::StreamExt;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
@@ -63,46 +61,21 @@ impl Drop for WaitTicket {
     }
 }
 
-/// Keeps one PSUBSCRIBE alive until `stop`, reconnecting after failures,
-/// to the next node each time: on a cluster, a publish on any node reaches
-/// a subscriber on any other, so a dead master only moves the subscription.
+/// Keeps one PSUBSCRIBE alive until `stop` (`hmdp_redis::subscription`);
+/// after a reconnect messages may have been missed, so everyone retries.
 pub(super) async fn listen(nodes: Vec<redis::Client>, waiters: Arc<Waiters>, stop: CancellationToken) {
     let pattern = format!("{RELEASE_CHANNEL_PREFIX}*");
-    if nodes.is_empty() {
-        tracing::warn!("no Redis node to subscribe through; lock waiters will poll");
-        return;
-    }
-    for client in nodes.iter().cycle() {
-        match subscribe(client, &pattern).await {
-            Ok(stream) => {
-                waiters.wake_all();
-                let mut stream = std::pin::pin!(stream);
-                loop {
-                    tokio::select! {
-                        () = stop.cancelled() => return,
-                        msg = stream.next() => match msg {
-                            Some(msg) => {
-                                if let Some(key) = msg.get_channel_name().strip_prefix(RELEASE_CHANNEL_PREFIX) {
-                                    waiters.wake(key);
-                                }
-                            }
-                            None => break,
-                        },
-                    }
-                }
-                tracing::warn!("lock release subscription dropped; reconnecting");
+    hmdp_redis::subscription::listen(
+        nodes,
+        &pattern,
+        "lock releases",
+        || waiters.wake_all(),
+        |msg| {
+            if let Some(key) = msg.get_channel_name().strip_prefix(RELEASE_CHANNEL_PREFIX) {
+                waiters.wake(key);
             }
-            Err(err) => tracing::warn!(error = %err, "lock release subscription failed; retrying"),
-        }
-        tokio::select! {
-            () = stop.cancelled() => return,
-            () = tokio::time::sleep(Duration::from_millis(500)) => {}
-        }
-    }
-}
-
-async fn subscribe(client: &redis::Client, pattern: &str) -> redis::RedisResult<redis::aio::PubSubStream> {
-    let mut pubsub = client.get_async_pubsub().await?;
-    pubsub.psubscribe(pattern).await?;
-    Ok(pubsub.into_on_message())
+        },
+        stop.cancelled(),
+    )
+    .await;
 }

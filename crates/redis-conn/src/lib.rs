@@ -15,6 +15,8 @@ pub mod barrier;
 pub mod hot;
 /// Slots, and the masters that serve them.
 pub mod slots;
+/// A pattern subscription that outlives its node.
+pub mod subscription;
 
 use std::{
     sync::{
@@ -425,6 +427,13 @@ impl Redis {
     /// keys in `hot`; clones made before do not.
     pub fn count_hot_keys(&mut self, hot: hot::HotKeys) {
         self.hot = Some(hot);
+    }
+
+    /// `other` (a connection of its own, for blocking reads or waits)
+    /// counts its commands where this one does: a master's share is of all
+    /// the commands this process sends it.
+    pub fn count_like(&self, other: &mut Redis) {
+        other.hot.clone_from(&self.hot);
     }
 
     /// The masters' URLs: the nodes a `SCAN` or an `INFO` must visit to see

@@ -312,6 +312,13 @@ impl SegmentedStock {
         verdict
     }
 
+    /// Another handle found every segment sold out (an instance told the
+    /// others): this one holds it too, as if it had read it, instead of
+    /// reading every segment again at its next dry one.
+    pub fn hold_sold_out(&self) {
+        self.stand_by(Refill::SoldOut, SOLD_OUT_MEMO);
+    }
+
     /// Units came back to a segment (a cancelled order, more stock, a
     /// recovered borrow): the next dry segment reads them instead of
     /// trusting an earlier verdict.

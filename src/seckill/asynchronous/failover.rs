@@ -158,8 +158,11 @@ impl Failover {
         }
         // Against this instance's last round, and against the lineage the
         // keys were last learnt under (another instance's relearning, or
-        // the old master's load, replicated).
-        let seen_moved = self.lineages.get(voucher).is_some_and(|before| before != lineage);
+        // the old master's load, replicated). A split keeps the segments
+        // the voucher had (segment 0) and adds others: the segments both
+        // layouts have are compared.
+        let seen_moved =
+            self.lineages.get(voucher).is_some_and(|before| before.iter().zip(&lineage).any(|(b, now)| b != now));
         let recorded_moved = recorded.iter().zip(&lineage).any(|(before, now)| !before.is_empty() && before != now);
         if seen_moved || recorded_moved {
             tracing::warn!(

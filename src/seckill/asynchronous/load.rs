@@ -1,6 +1,9 @@
 //! Loading a voucher's keys from MariaDB, segment by segment: the pending
 //! orders read first, then the row and its orders in one snapshot, so an
-//! order persisted in between is counted once (`Mirror::load`).
+//! order persisted in between is counted once (`Mirror::load`). The keys
+//! record the layout they serve (how many segments), which the order
+//! script checks against its caller's; a split's new segments are made
+//! here too, closed until the split opens them.
 
 use std::{
     collections::{HashMap, HashSet},
@@ -10,13 +13,15 @@ use std::{
 use chrono::NaiveDateTime;
 use hmdp_redis::Redis;
 use redis::{AsyncCommands, Script};
+use sqlx::MySqlPool;
 
 use super::{
     converge::{converge, with_stock_from_row},
     mirror::Mirror,
+    segments::recorded_tags,
 };
 use crate::{
-    keys::SeckillKeys,
+    keys::{Keys, SeckillKeys},
     seckill::{
         asynchronous::segments::Segments,
         error::{SeckillError, SeckillResult},
@@ -52,7 +57,10 @@ struct Window<'a> {
 type Rows = [(i64, u64, bool)];
 
 impl Mirror {
-    pub(super) async fn load_from_db(&self, voucher_id: u64) -> SeckillResult<()> {
+    /// `Ok(false)`: the row names other segments than this instance knew
+    /// (the voucher was split meanwhile): they are forgotten and nothing
+    /// was loaded.
+    pub(super) async fn load_from_db(&self, voucher_id: u64) -> SeckillResult<bool> {
         let redis = &mut self.redis.clone();
         let segments = self.segments(voucher_id).await?;
         let mut found = Vec::with_capacity(segments.count());
@@ -62,6 +70,12 @@ impl Mirror {
 
         let mut tx = self.db.begin().await?;
         let sale = store::sale(&mut *tx, voucher_id).await?.ok_or(SeckillError::NoSuchVoucher)?;
+        let recorded = store::segment_tags_and_stamp(&mut *tx, voucher_id).await?;
+        if recorded.is_some_and(|(tags, _)| recorded_tags(voucher_id, &tags).len() != segments.count()) {
+            tx.commit().await?;
+            self.forget_segments(voucher_id);
+            return Ok(false);
+        }
         let stamp = sale.stamp();
         let window =
             Window { begin: sale.begin_time, end: sale.end_time, shelf: sale.shelf.unwrap_or(0), stamp: &stamp };
@@ -96,10 +110,11 @@ impl Mirror {
         let shares = shares(i64::from(sale.stock), &unpersisted, some_loaded);
 
         let mut outcomes = Vec::with_capacity(segments.count());
-        for (segment, (sk, found)) in segments.keys().iter().zip(&found).enumerate() {
-            let (buyers, holders, persisted_pending) = buyers_of(&segments, segment, &rows, &persisted, &found.pending);
+        for (segment, sk) in segments.keys().iter().enumerate() {
+            let members = members_of(&segments, segment, &rows, &persisted, &found);
             let stock = shares[segment] + unpersisted[segment];
-            let (loaded, stock) = load_segment(redis, sk, buyers, &holders, &persisted_pending, stock, &window).await?;
+            let layout = layout_to_load(redis, &segments, segment).await?;
+            let (loaded, stock) = load_segment(redis, sk, &members, stock, &window, layout).await?;
             match loaded {
                 1 => tracing::info!(
                     voucher_id,
@@ -112,7 +127,7 @@ impl Mirror {
                     voucher_id,
                     segment,
                     stock,
-                    stale = ?found.made,
+                    stale = ?found[segment].made,
                     "keys made for another voucher under this id were wiped; loaded from MariaDB"
                 ),
                 _ => {}
@@ -126,7 +141,7 @@ impl Mirror {
         if segments.count() > 1 && fresh && (some_loaded || outcomes.contains(&0)) {
             self.converge_from_row(&segments, voucher_id).await?;
         }
-        Ok(())
+        Ok(true)
     }
 
     async fn converge_from_row(&self, segments: &Segments, voucher_id: u64) -> SeckillResult<()> {
@@ -137,6 +152,42 @@ impl Mirror {
         tx.commit().await?;
         Ok(())
     }
+}
+
+/// A split's new segments (`tags`), made with no stock and no buyers and
+/// closed (layout 0, which no caller has) until the split has given them
+/// their buyers; segments made already are left as they are, so a split
+/// tried again finds its own.
+pub(super) async fn make_closed_segments(
+    db: &MySqlPool,
+    redis: &Redis,
+    keys: &Keys,
+    voucher_id: u64,
+    tags: &[String],
+) -> SeckillResult<()> {
+    let sale = store::sale(db, voucher_id).await?.ok_or(SeckillError::NoSuchVoucher)?;
+    let stamp = sale.stamp();
+    let window = Window { begin: sale.begin_time, end: sale.end_time, shelf: sale.shelf.unwrap_or(0), stamp: &stamp };
+    let redis = &mut redis.clone();
+    for tag in tags {
+        load_segment(redis, &keys.seckill_segment(tag), &Members::default(), 0, &window, 0).await?;
+    }
+    Ok(())
+}
+
+/// The layout a segment is loaded to serve: the voucher's count, but a
+/// segment besides 0 only once segment 0 serves it too (loaded first, here
+/// or before, or closed by a split). Until then a split is under way and
+/// segment 0 still takes orders routed by the old count, so a segment
+/// opened early would let a user buy in both: it is loaded closed (0), and
+/// the split opens it.
+async fn layout_to_load(redis: &mut Redis, segments: &Segments, segment: usize) -> SeckillResult<usize> {
+    let count = segments.count();
+    if segment == 0 {
+        return Ok(count);
+    }
+    let zero: Option<usize> = redis.hget(&segments.keys()[0].window, "layout").await?;
+    Ok(if zero == Some(count) { count } else { 0 })
 }
 
 /// What each segment is loaded with, besides its own orders waiting (the
@@ -163,53 +214,60 @@ async fn found_in(redis: &mut Redis, sk: &SeckillKeys) -> SeckillResult<Found> {
     Ok(Found { made, pending, has_stock, marked })
 }
 
-/// A segment's buyers: the users with a live order (a cancelled one may
-/// buy again) and those of its orders waiting; who holds which waiting
-/// order; and its waiting orders already persisted.
-fn buyers_of(
-    segments: &Segments,
-    segment: usize,
-    rows: &Rows,
-    persisted: &HashSet<i64>,
-    pending: &HashMap<i64, String>,
-) -> (Vec<u64>, Vec<(u64, i64)>, Vec<i64>) {
+/// Who a segment is loaded with.
+#[derive(Default)]
+struct Members {
+    /// The users with a live order (a cancelled one may buy again) and
+    /// those with an order waiting in any segment (one placed before a
+    /// split waits in segment 0 whichever segment its user has now).
+    buyers: Vec<u64>,
+    /// Who holds which waiting order.
+    holders: Vec<(u64, i64)>,
+    /// Its own waiting orders already persisted.
+    persisted_pending: Vec<i64>,
+}
+
+fn members_of(segments: &Segments, segment: usize, rows: &Rows, persisted: &HashSet<i64>, found: &[Found]) -> Members {
     let mut buyers: HashSet<u64> = rows
         .iter()
         .filter(|(_, user, live)| *live && segments.of_user(*user) == segment)
         .map(|(_, user, _)| *user)
         .collect();
     let mut holders: Vec<(u64, i64)> = Vec::new();
-    let mut persisted_pending: Vec<i64> = Vec::new();
-    for (order_id, accepted) in pending {
+    for (order_id, accepted) in found.iter().flat_map(|f| &f.pending) {
         if persisted.contains(order_id) {
-            persisted_pending.push(*order_id);
-        } else if let Some(user) = accepted.split(':').next().and_then(|u| u.parse().ok()) {
+            continue;
+        }
+        if let Some(user) = accepted.split(':').next().and_then(|u| u.parse().ok())
+            && segments.of_user(user) == segment
+        {
             buyers.insert(user);
             holders.push((user, *order_id));
         }
     }
-    (buyers.into_iter().collect(), holders, persisted_pending)
+    let persisted_pending = found[segment].pending.keys().filter(|id| persisted.contains(id)).copied().collect();
+    Members { buyers: buyers.into_iter().collect(), holders, persisted_pending }
 }
 
-/// Runs the load script on one segment; returns what it did (0 nothing,
-/// 1 loaded, 2 wiped another voucher's keys and loaded) and the stock.
+/// Runs the load script on one segment, serving `layout`; returns what it
+/// did (0 nothing, 1 loaded, 2 wiped another voucher's keys and loaded)
+/// and the stock.
 async fn load_segment(
     redis: &mut Redis,
     sk: &SeckillKeys,
-    buyers: Vec<u64>,
-    holders: &[(u64, i64)],
-    persisted_pending: &[i64],
+    members: &Members,
     stock: i64,
     window: &Window<'_>,
+    layout: usize,
 ) -> SeckillResult<(i64, i64)> {
     // Who holds which pending order, as the order script records it.
-    for chunk in holders.chunks(STAGE_CHUNK) {
+    for chunk in members.holders.chunks(STAGE_CHUNK) {
         redis.hset_multiple::<_, _, _, ()>(&sk.holders, chunk).await?;
     }
     // The buyers are staged under the same hash tag and renamed into
     // place by the script, so the set appears whole or not at all.
     let staging = format!("{}:staging:{}", sk.buyers, uuid::Uuid::new_v4().simple());
-    for chunk in buyers.chunks(STAGE_CHUNK) {
+    for chunk in members.buyers.chunks(STAGE_CHUNK) {
         redis::pipe().sadd(&staging, chunk).ignore().expire(&staging, 60).ignore().exec_async(&mut *redis).await?;
     }
     // The stock is counted by the script from this share and the pending
@@ -225,7 +283,8 @@ async fn load_segment(
         .arg(window.end.and_utc().timestamp_millis())
         .arg(window.shelf)
         .arg(window.stamp)
-        .arg(persisted_pending)
+        .arg(layout)
+        .arg(&members.persisted_pending)
         .invoke_async(redis)
         .await?)
 }

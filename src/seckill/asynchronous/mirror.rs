@@ -114,14 +114,31 @@ impl Mirror {
     /// read first, then MariaDB in one snapshot, so an order persisted in
     /// between is found in MariaDB and counted once. While any key is missing
     /// the order script accepts nothing, so nothing else moves meanwhile.
+    ///
+    /// A voucher split since this instance read its segments is loaded at
+    /// the segments its row names now.
     pub(super) async fn load(&self, voucher_id: u64) -> SeckillResult<()> {
-        let loaded = self.load_from_db(voucher_id).await;
-        match loaded {
-            Err(SeckillError::NoSuchVoucher) => self.missing.insert(voucher_id, ()),
-            Err(SeckillError::Ended) => self.ended.insert(voucher_id, ()),
-            _ => {}
+        let mut loaded = self.load_from_db(voucher_id).await;
+        if matches!(loaded, Ok(false)) {
+            loaded = self.load_from_db(voucher_id).await;
         }
-        loaded
+        match loaded {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(SeckillError::unavailable("the voucher's segments changed while it loaded; ask again")),
+            Err(err) => {
+                match err {
+                    SeckillError::NoSuchVoucher => self.missing.insert(voucher_id, ()),
+                    SeckillError::Ended => self.ended.insert(voucher_id, ()),
+                    _ => {}
+                }
+                Err(err)
+            }
+        }
+    }
+
+    /// Forgets the voucher's segments: they are read again from its row.
+    pub(super) fn forget_segments(&self, voucher_id: u64) {
+        self.maps.forget(voucher_id);
     }
 
     /// The voucher's segments; 404 (remembered a moment) when it is no

@@ -11,8 +11,10 @@
 //! shelf), `stream` (an entry and its acknowledgement), `consumer`
 //! (batched persistence), `recovery` (idle entries taken over, dead
 //! letters), `reconcile` (Redis against MariaDB). A voucher sold in
-//! segments is all of this once per segment (`segments`); `pending` finds an
-//! order before its row (pending) and after it failed (a dead letter).
+//! segments is all of this once per segment (`segments`), and a voucher
+//! found hot during its sale is split into segments while it sells
+//! (`split`); `pending` finds an order before its row (pending) and after
+//! it failed (a dead letter).
 
 mod batch;
 mod consumer;
@@ -20,6 +22,7 @@ mod converge;
 mod failover;
 mod load;
 mod mirror;
+mod news;
 mod pending;
 mod placing;
 mod reconcile;
@@ -27,6 +30,7 @@ mod recovery;
 mod replica_wait;
 pub(super) mod segments;
 mod shared_batch;
+mod split;
 mod stream;
 mod verdict;
 
@@ -37,10 +41,12 @@ use sqlx::{MySqlConnection, MySqlPool};
 
 use consumer::Consumer;
 use mirror::Mirror;
+use news::{News, Told};
 pub use reconcile::{Reconciliation, reconcile};
 use recovery::Recovery;
 use replica_wait::ReplicaWait;
 use segments::{SegmentMaps, Segments};
+use split::{HotVouchers, Split};
 
 use super::{
     error::{SeckillError, SeckillResult},
@@ -69,6 +75,10 @@ pub(crate) struct AsyncMode {
     owed: RecentIds<HashSet<u64>>,
     /// What a Redis failover took, given back each round.
     failover: failover::Failover,
+    /// Hot vouchers split into segments.
+    split: Arc<Split>,
+    /// What every instance must know of a voucher at once.
+    news: Arc<News>,
 }
 
 impl AsyncMode {
@@ -80,7 +90,8 @@ impl AsyncMode {
         let (db, redis, keys) = (deps.db.clone(), deps.redis.clone(), deps.keys.clone());
         // Each voucher's segments, read from its row once.
         let segments = Arc::new(SegmentMaps::new(db.clone(), redis.clone(), keys.clone()));
-        let blocking = connect_redis_with(&config.redis, consumer::BLOCK + Duration::from_secs(2)).await?;
+        let mut blocking = connect_redis_with(&config.redis, consumer::BLOCK + Duration::from_secs(2)).await?;
+        redis.count_like(&mut blocking);
         let claim_idle = Duration::from_millis(settings.async_claim_idle_ms);
         let recovery = Recovery {
             db: db.clone(),
@@ -109,7 +120,19 @@ impl AsyncMode {
         };
         let wait = Duration::from_millis(settings.order_replica_wait_ms);
         let replica_wait = ReplicaWait::build(&config.redis, settings.order_replica_acks, wait, &redis).await?;
+        let news = Arc::new(News::new(redis.clone(), &keys));
+        let split = Arc::new(Split::new(
+            db.clone(),
+            redis.clone(),
+            keys.clone(),
+            segments.clone(),
+            HotVouchers { hot_keys: deps.hot_keys.clone(), split_into: config.hot_keys.split_segments },
+            news.clone(),
+            instance,
+        ));
         Ok(Self {
+            split,
+            news,
             mirror: Mirror::new(db.clone(), redis.clone(), keys.clone(), segments.clone()),
             failover: failover::Failover::new(
                 db.clone(),
@@ -130,10 +153,16 @@ impl AsyncMode {
         })
     }
 
-    /// The consumer, one per instance, reading every active voucher's stream.
+    /// The consumer, one per instance, reading every active voucher's
+    /// stream, the splitter of hot vouchers, and the listener to what the
+    /// other instances tell.
     pub(crate) fn spawn_workers(&self, workers: &Workers) {
         let consumer = self.consumer.clone();
         workers.spawn(|stop| consumer.run(stop));
+        let split = self.split.clone();
+        workers.spawn(|stop| split.run(stop));
+        let (news, segments) = (self.news.clone(), self.segments.clone());
+        workers.spawn(|stop| news.listen(segments, stop));
     }
 
     /// Units Redis holds for sale, over every segment; `None` while a
@@ -169,7 +198,17 @@ impl AsyncMode {
 
     pub(crate) async fn set_stock(&self, voucher_id: u64, stock: i32) -> SeckillResult<StockSet> {
         let segments = self.segments.of(voucher_id).await?.ok_or(SeckillError::NoSuchVoucher)?;
-        converge::set_stock(&self.db, &self.redis, &segments, voucher_id, stock).await
+        let set = converge::set_stock(&self.db, &self.redis, &segments, voucher_id, stock).await?;
+        self.tell_reopened(&segments, voucher_id).await;
+        Ok(set)
+    }
+
+    /// Units came back to a voucher in segments: the sold-out the other
+    /// instances hold no longer stands.
+    async fn tell_reopened(&self, segments: &Segments, voucher_id: u64) {
+        if segments.borrowing().is_some() {
+            self.news.tell(Told::Reopened, voucher_id).await;
+        }
     }
 
     async fn segments_of(&self, voucher_id: u64) -> SeckillResult<Arc<Segments>> {
@@ -186,7 +225,10 @@ impl AsyncMode {
     pub(crate) async fn units_returned(&self, conn: &mut MySqlConnection, voucher: u64, db_stock: i64, users: &[u64]) {
         let told = match self.segments_of(voucher).await {
             Ok(segments) => {
-                converge::units_returned_locked(conn, &self.redis, &segments, voucher, db_stock, users).await
+                let told =
+                    converge::units_returned_locked(conn, &self.redis, &segments, voucher, db_stock, users).await;
+                self.tell_reopened(&segments, voucher).await;
+                told
             }
             Err(err) => Err(err),
         };

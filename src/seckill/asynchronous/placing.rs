@@ -6,7 +6,9 @@
 //! same order id, so an order is accepted once and never answered wrongly.
 //! In a voucher sold in segments the script runs in the buyer's segment,
 //! and a segment found dry borrows from the fullest before the buyer hears
-//! sold out.
+//! sold out. A voucher split while this instance routed by its old
+//! segments is read again and the order asked in the buyer's new segment;
+//! a segment a split has not opened yet is waited for (`split`).
 
 use std::{sync::LazyLock, time::Duration};
 
@@ -30,6 +32,9 @@ static ORDER: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("../.
 
 /// Between two tries of the order script after a lost answer.
 const RETRY_PAUSE: Duration = Duration::from_millis(100);
+/// Between two tries in a segment a split has not opened yet: a split
+/// copies a sale's buyers in tens of milliseconds.
+const SPLIT_PAUSE: Duration = Duration::from_millis(20);
 
 /// Past the deadline, how long a lost call's order is still looked for
 /// before the answer says "unknown": within nginx's 30 s with the largest
@@ -57,9 +62,9 @@ impl AsyncMode {
             return Err(SeckillError::Ended);
         }
         mirror.verify(voucher_id).await?;
-        let segments = mirror.segments(voucher_id).await?;
-        let segment = segments.of_user(user_id);
-        let keys = segments.keys()[segment].clone();
+        let mut segments = mirror.segments(voucher_id).await?;
+        let mut segment = segments.of_user(user_id);
+        let mut keys = segments.keys()[segment].clone();
         let order_id = self.order_ids.next().await?;
         let owner = store::OrderOwner { user_id, voucher_id };
         let redis = &self.redis;
@@ -68,8 +73,9 @@ impl AsyncMode {
         // link's queue and delivered when it heals): the last look can
         // then tell "not placed" for good.
         let not_after_ms = chrono::Utc::now().timestamp_millis() + (self.deadline + LAST_PLACING).as_millis() as i64;
-        let order = OrderCall { user_id, order_id, voucher_id, spend, not_after_ms };
+        let mut order = OrderCall { user_id, order_id, voucher_id, spend, not_after_ms, layout: segments.count() };
         let mut loaded_once = false;
+        let mut layouts_read = 0;
         // Set once a call's answer was lost: that call may still run in Redis.
         let mut uncertain = false;
         loop {
@@ -112,7 +118,38 @@ impl AsyncMode {
                 Verdict::AlreadyBought => return self.already_bought(&keys, owner, order_id, uncertain).await,
                 // The buyer's segment is dry: it borrows from the fullest,
                 // and the order is asked again there.
-                Verdict::Dry => refill(&segments, segment, deadline).await?,
+                Verdict::Dry => {
+                    let refilled = refill(&segments, segment, deadline).await;
+                    if matches!(refilled, Err(SeckillError::SoldOut)) && segments.borrowing().is_some() {
+                        self.news.tell_sold_out(voucher_id).await;
+                    }
+                    refilled?;
+                }
+                // Split since this instance read the segments: read again,
+                // and asked in the buyer's segment of the new layout (a
+                // split happens once, so twice is plenty).
+                Verdict::LayoutChanged if layouts_read < 2 => {
+                    layouts_read += 1;
+                    mirror.forget_segments(voucher_id);
+                    segments = mirror.segments(voucher_id).await?;
+                    segment = segments.of_user(user_id);
+                    keys = segments.keys()[segment].clone();
+                    order.layout = segments.count();
+                }
+                Verdict::LayoutChanged => {
+                    return Err(SeckillError::unavailable("the voucher's segments keep changing; ask again"));
+                }
+                Verdict::Splitting if tokio::time::Instant::now() + SPLIT_PAUSE < deadline => {
+                    // A splitter that died leaves the split to whoever
+                    // meets its closed segments.
+                    self.split.finish_if_abandoned(voucher_id).await;
+                    tokio::time::sleep(SPLIT_PAUSE).await;
+                }
+                Verdict::Splitting => {
+                    return Err(SeckillError::unavailable(
+                        "the voucher is being spread over more segments; ask again in a moment",
+                    ));
+                }
                 Verdict::OffShelf => return Err(SeckillError::OffShelf),
                 Verdict::PathUsed => return Err(SeckillError::PathUsed),
                 // Only where this instance's clock runs behind Redis's by
@@ -141,7 +178,7 @@ impl AsyncMode {
         keys: &SeckillKeys,
         order: &OrderCall,
     ) -> redis::RedisResult<(Verdict, Option<u32>)> {
-        let &OrderCall { user_id, order_id, voucher_id, spend, not_after_ms } = order;
+        let &OrderCall { user_id, order_id, voucher_id, spend, not_after_ms, layout } = order;
         let waiting = self.replica_wait.acks > 0 && !self.replica_wait.recently_short(&keys.stock);
         let mut call = redis::cmd("EVALSHA");
         call.arg(ORDER.get_hash())
@@ -155,7 +192,7 @@ impl AsyncMode {
         if let Some(spend) = spend {
             call.arg(keys.path_use(spend.id));
         }
-        call.arg(user_id).arg(order_id).arg(voucher_id).arg(not_after_ms);
+        call.arg(user_id).arg(order_id).arg(voucher_id).arg(not_after_ms).arg(layout);
         if let Some(spend) = spend {
             call.arg(spend.keep_ms(chrono::Utc::now().timestamp_millis()));
         }
@@ -330,6 +367,8 @@ struct OrderCall {
     spend: Option<PathUse>,
     /// Unix ms past which Redis places nothing for it.
     not_after_ms: i64,
+    /// How many segments the buyer's segment was chosen among.
+    layout: usize,
 }
 
 impl OrderCall {

@@ -44,7 +44,13 @@ impl ReplicaWait {
         // Its pipelines end with a WAIT of up to `timeout`.
         let conn = match acks {
             0 => redis.clone(),
-            _ => connect_redis_with(settings, timeout + Duration::from_secs(2)).await?,
+            _ => {
+                let mut own = connect_redis_with(settings, timeout + Duration::from_secs(2)).await?;
+                // The order scripts go out here: uncounted, a hot voucher's
+                // master would not see its crowd.
+                redis.count_like(&mut own);
+                own
+            }
         };
         Ok(Self { acks, timeout, barrier: ReplicaBarrier::new(conn), short: ShortSlots::default() })
     }

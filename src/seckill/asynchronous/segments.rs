@@ -118,9 +118,14 @@ impl SegmentMaps {
         })
     }
 
+    /// The voucher's segments if this instance has read them.
+    pub(super) fn known(&self, voucher_id: u64) -> Option<Arc<Segments>> {
+        self.known.get(voucher_id)
+    }
+
     /// Forgets what was read for `voucher_id`: its keys were found made for
     /// another voucher under the same id (a Redis that outlived its
-    /// database), whose segments may differ.
+    /// database), whose segments may differ, or it was split.
     pub(super) fn forget(&self, voucher_id: u64) {
         self.known.remove(voucher_id);
     }
@@ -133,15 +138,20 @@ impl SegmentMaps {
         let keys: Vec<Arc<SeckillKeys>> = std::iter::once(self.keys.seckill(voucher_id))
             .chain(tags[1..].iter().map(|tag| Arc::new(self.keys.seckill_segment(tag))))
             .collect();
-        let stock = keys
-            .iter()
-            .map(|sk| SegmentKeys {
-                stock: sk.stock.clone(),
-                buyers: sk.buyers.clone(),
-                lent: sk.lent.clone(),
-                received: sk.received.clone(),
-            })
-            .collect();
-        Segments { keys, stamp: Some(stamp), borrowing: Some(SegmentedStock::new(self.redis.clone(), stock)) }
+        let borrowing = borrowing(&self.redis, keys.iter().map(|sk| &**sk));
+        Segments { keys, stamp: Some(stamp), borrowing: Some(borrowing) }
     }
+}
+
+/// The borrowing between these segments, on their keys.
+pub(super) fn borrowing<'a>(redis: &Redis, segments: impl Iterator<Item = &'a SeckillKeys>) -> SegmentedStock {
+    let keys = segments
+        .map(|sk| SegmentKeys {
+            stock: sk.stock.clone(),
+            buyers: sk.buyers.clone(),
+            lent: sk.lent.clone(),
+            received: sk.received.clone(),
+        })
+        .collect();
+    SegmentedStock::new(redis.clone(), keys)
 }

@@ -22,6 +22,12 @@ pub(super) enum Verdict {
     PathUsed,
     /// 8: the call reached Redis past its last moment and placed nothing.
     TooLate,
+    /// 9: the voucher was split into more segments than the caller knew
+    /// of: its segments are read again.
+    LayoutChanged,
+    /// 10: the buyer's segment is not open yet at the caller's layout (a
+    /// split under way, or one whose splitter died).
+    Splitting,
     /// A number the script does not answer: a script and a service of
     /// different versions.
     Unknown(i64),
@@ -39,6 +45,8 @@ impl From<i64> for Verdict {
             6 => Self::OffShelf,
             7 => Self::PathUsed,
             8 => Self::TooLate,
+            9 => Self::LayoutChanged,
+            10 => Self::Splitting,
             other => Self::Unknown(other),
         }
     }

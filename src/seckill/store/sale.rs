@@ -45,13 +45,14 @@ pub async fn insert_sale<'e>(
     db: impl MySqlExecutor<'e>,
     voucher_id: u64,
     stock: i64,
-    begin: NaiveDateTime,
-    end: NaiveDateTime,
+    (begin, end): (NaiveDateTime, NaiveDateTime),
     segment_tags: &[String],
+    segments_by_admin: bool,
 ) -> sqlx::Result<()> {
     sqlx::query(
-        "INSERT INTO tb_seckill_voucher (voucher_id, stock, begin_time, end_time, segments, segment_tags)
-         VALUES (?, ?, ?, ?, ?, ?)",
+        "INSERT INTO tb_seckill_voucher
+         (voucher_id, stock, begin_time, end_time, segments, segment_tags, segments_by_admin)
+         VALUES (?, ?, ?, ?, ?, ?, ?)",
     )
     .bind(voucher_id)
     .bind(stock)
@@ -59,6 +60,7 @@ pub async fn insert_sale<'e>(
     .bind(end)
     .bind(segment_tags.len() as u32 + 1)
     .bind(segment_tags.join(","))
+    .bind(segments_by_admin)
     .execute(db)
     .await?;
     Ok(())
@@ -130,8 +132,10 @@ pub(super) fn in_stock_of_query(voucher_ids: &[u64]) -> QueryBuilder<'_, MySql> 
 /// The hash tags of the voucher's segments 1.. (comma-separated, `''` for
 /// one segment) and the voucher's stamp (`SaleRow::stamp`), read
 /// together once per voucher and instance: the stamp is what an
-/// instance's first order compares Redis's `made` with, and neither
-/// changes while the row lives. `None` for a voucher that is not a
+/// instance's first order compares Redis's `made` with and never changes
+/// while the row lives; the tags change once at most, when a voucher found
+/// hot is split (`record_split`), and the order script tells an instance
+/// that routed by the old ones. `None` for a voucher that is not a
 /// seckill one.
 pub(in crate::seckill) async fn segment_tags_and_stamp<'e>(
     db: impl MySqlExecutor<'e>,
@@ -144,6 +148,61 @@ pub(in crate::seckill) async fn segment_tags_and_stamp<'e>(
     .fetch_optional(db)
     .await?;
     Ok(row.map(|(tags, created, begin, end)| (tags, stamp_of(created, begin, end))))
+}
+
+/// What a split reads of a sale: whether it is sold in one segment that
+/// nobody chose, and until when.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub(in crate::seckill) struct SplitRow {
+    pub(crate) segments: u8,
+    pub(crate) segment_tags: String,
+    pub(crate) segments_by_admin: bool,
+    pub(crate) begin_time: NaiveDateTime,
+    pub(crate) end_time: NaiveDateTime,
+}
+
+pub(in crate::seckill) async fn split_row<'e>(
+    db: impl MySqlExecutor<'e>,
+    voucher_id: u64,
+) -> sqlx::Result<Option<SplitRow>> {
+    sqlx::query_as(
+        "SELECT segments, segment_tags, segments_by_admin, begin_time, end_time
+         FROM tb_seckill_voucher WHERE voucher_id = ?",
+    )
+    .bind(voucher_id)
+    .fetch_optional(db)
+    .await
+}
+
+/// Records that the voucher is sold in these segments from now on (the
+/// tags of segments 1..): only a voucher of one segment the admin did not
+/// choose changes. True when the row names these very tags, by this call
+/// or by an earlier try of the same split.
+pub(in crate::seckill) async fn record_split(
+    db: &sqlx::MySqlPool,
+    voucher_id: u64,
+    tags: &[String],
+) -> sqlx::Result<bool> {
+    let tags = tags.join(",");
+    let changed = sqlx::query(
+        "UPDATE tb_seckill_voucher SET segments = ?, segment_tags = ?
+         WHERE voucher_id = ? AND segments = 1 AND segment_tags = '' AND segments_by_admin = FALSE",
+    )
+    .bind(tags.split(',').count() as u32 + 1)
+    .bind(&tags)
+    .bind(voucher_id)
+    .execute(db)
+    .await?
+    .rows_affected();
+    if changed == 1 {
+        return Ok(true);
+    }
+    let recorded: Option<String> =
+        sqlx::query_scalar("SELECT segment_tags FROM tb_seckill_voucher WHERE voucher_id = ?")
+            .bind(voucher_id)
+            .fetch_optional(db)
+            .await?;
+    Ok(recorded.as_deref() == Some(tags.as_str()))
 }
 
 /// Whether the voucher is on the shelf, read under a shared lock taken

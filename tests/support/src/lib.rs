@@ -234,6 +234,18 @@ impl TestApp {
             .collect()
     }
 
+    /// Every segment's hash tag as the voucher's row records them, segment
+    /// 0's (the voucher id) first.
+    pub async fn segment_tags(&self, voucher_id: u64) -> Vec<String> {
+        let tags: String = sqlx::query_scalar("SELECT segment_tags FROM tb_seckill_voucher WHERE voucher_id = ?")
+            .bind(voucher_id)
+            .fetch_one(&self.db)
+            .await
+            .unwrap();
+        let recorded = tags.split(',').filter(|tag| !tag.is_empty()).map(str::to_owned);
+        std::iter::once(voucher_id.to_string()).chain(recorded).collect()
+    }
+
     /// (orders for the voucher, distinct users among them)
     pub async fn orders_of(&self, voucher_id: u64) -> (i64, i64) {
         audit::orders_of(&self.db, voucher_id).await

@@ -51,7 +51,7 @@ pub async fn run(
     let now = Utc::now().naive_utc();
     let (begin, end) = (now - chrono::Duration::minutes(1), now + chrono::Duration::days(1));
     let tags = state.seckill.prepare_sale(voucher, 1).await.context("clearing stale keys")?;
-    seckill::insert_sale(&state.db, voucher, scale.stock as i64, begin, end, &tags).await?;
+    seckill::insert_sale(&state.db, voucher, scale.stock as i64, (begin, end), &tags, true).await?;
     state.seckill.open_sale(voucher).await;
 
     let started = Instant::now();

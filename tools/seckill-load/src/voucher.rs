@@ -13,7 +13,9 @@ pub(crate) struct SaleVoucher<'a> {
     pub(crate) begin: chrono::DateTime<chrono::Utc>,
     /// From `begin` to the sale's end.
     pub(crate) lasts: chrono::Duration,
-    pub(crate) segments: u8,
+    /// Sent only when set: a voucher without it may be split by the
+    /// service when found hot.
+    pub(crate) segments: Option<u8>,
     pub(crate) guard: Option<&'a str>,
     pub(crate) admit_per_second: Option<u32>,
 }
@@ -31,8 +33,8 @@ pub(crate) async fn create(
         "beginTime": voucher.begin.to_rfc3339(),
         "endTime": (voucher.begin + voucher.lasts).to_rfc3339(),
     });
-    if voucher.segments > 1 {
-        body["segments"] = json!(voucher.segments);
+    if let Some(segments) = voucher.segments {
+        body["segments"] = json!(segments);
     }
     if let Some(guard) = voucher.guard {
         body["guard"] = json!(guard);

@@ -81,7 +81,7 @@ fn a_sold_out_voucher_is_read_again_by_one_caller_once_a_second_has_passed() {
 /// already) for an hour.
 async fn sale(pool: &sqlx::MySqlPool, voucher: u64, stock: i32, opens_in: TimeDelta) {
     let begin = now() + opens_in;
-    crate::seckill::store::insert_sale(pool, voucher, stock.into(), begin, begin + TimeDelta::hours(1), &[])
+    crate::seckill::store::insert_sale(pool, voucher, stock.into(), (begin, begin + TimeDelta::hours(1)), &[], false)
         .await
         .unwrap();
 }

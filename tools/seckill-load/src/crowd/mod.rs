@@ -190,7 +190,7 @@ async fn create_vouchers(client: &reqwest::Client, args: &CrowdArgs, open_at_ms:
             stock,
             begin,
             lasts: chrono::Duration::seconds(args.sale_seconds.try_into().unwrap_or(i64::MAX)),
-            segments: 1,
+            segments: None,
             guard: args.guard.as_deref(),
             admit_per_second: args.admit_per_second,
         };

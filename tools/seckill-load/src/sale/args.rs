@@ -28,9 +28,11 @@ pub(crate) struct Args {
     #[arg(long, conflicts_with = "voucher")]
     pub(super) stock: Option<i64>,
     /// Sell the created voucher's stock in this many segments (1 to 16;
-    /// the asynchronous mode spreads them over the Redis masters).
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=16), conflicts_with = "voucher")]
-    pub(super) segments: u8,
+    /// the asynchronous mode spreads them over the Redis masters), set as
+    /// its admin would: without it the service may split the voucher
+    /// itself once it is found hot.
+    #[arg(long, value_parser = clap::value_parser!(u8).range(1..=16), conflicts_with = "voucher")]
+    pub(super) segments: Option<u8>,
     /// Sell this many vouchers at once (1 to 1,000), all opening together:
     /// `--stock` split between them (the first ones take what does not
     /// divide), buyer i buying voucher i mod N. On a Redis Cluster
@@ -132,7 +134,10 @@ impl Args {
         }
         let refused = [
             (self.stock.is_none(), "--vouchers needs --stock (the vouchers are created)"),
-            (self.segments > 1, "--segments above 1 sells one voucher in segments: not with --vouchers"),
+            (
+                self.segments.is_some_and(|n| n > 1),
+                "--segments above 1 sells one voucher in segments: not with --vouchers",
+            ),
             (self.guard.guard.is_some(), "a guarded sale (--guard) is of one voucher: not with --vouchers"),
             (
                 self.pay_percent.is_some(),

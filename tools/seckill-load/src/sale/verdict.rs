@@ -100,6 +100,9 @@ pub(super) fn write_json(
         "requests": run.plan.jobs.len(),
         "concurrency": args.concurrency,
         "rampUpSecs": args.ramp_up,
+        // The wall clock just before the first request (Unix ms): what a
+        // split's `split_at` (Redis's clock) is measured from.
+        "startedAtMs": run.started_ms,
         "throughput": args.throughput,
         "report": &settled.summary,
         "rowsLandedSecs": settled.rows_landed.map(|at| (at - settled.first_sent).as_secs_f64()),
