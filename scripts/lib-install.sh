@@ -4,18 +4,15 @@
 # the order events need. Sourced by scripts/lib.sh (log, die, SUDO, ROOT).
 
 APT_UPDATED=0
-# One apt at a time: .ci/run runs two checks at once, and apt-get fails at
-# once on a lock another holds.
-APT_LOCK=${TMPDIR:-/tmp}/hmdp-apt.lock
 apt_install() {
     command -v apt-get >/dev/null || die "apt-get not found; install $* by hand"
     if [ "$APT_UPDATED" = 0 ]; then
         log "apt-get update"
-        flock "$APT_LOCK" $SUDO apt-get update -qq >/dev/null
+        $SUDO apt-get update -qq >/dev/null
         APT_UPDATED=1
     fi
     log "installing $*"
-    flock "$APT_LOCK" $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >/dev/null
+    $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >/dev/null
 }
 
 ensure_command() { # ensure_command CMD PACKAGE
