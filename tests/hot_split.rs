@@ -29,13 +29,14 @@ const SPLIT_INTO: u8 = 4;
 /// default's edge), counting every command: a test's sale, slowed by the
 /// others running beside it, is far below the 1,280 commands a second a
 /// master needs to be judged when one in eight is counted.
+fn splitting(c: &mut hmdp::config::Config) {
+    c.hot_keys.split_segments = SPLIT_INTO;
+    c.hot_keys.percent = 10;
+    c.hot_keys.sample_every = 1;
+}
+
 async fn splitting_app() -> TestApp {
-    TestApp::spawn_on_with(OrderPath::Async, |c| {
-        c.hot_keys.split_segments = SPLIT_INTO;
-        c.hot_keys.percent = 10;
-        c.hot_keys.sample_every = 1;
-    })
-    .await
+    TestApp::spawn_on_with(OrderPath::Async, splitting).await
 }
 
 /// Drained, Redis's segments adding up to MariaDB's row, every unit sold
@@ -227,7 +228,7 @@ async fn a_split_whose_splitter_died_at_any_step_is_finished_and_nobody_buys_twi
     // splitter's own consumers, persisting the early orders, could make
     // the voucher hot on a cluster's master and split it first.
     let quiet = TestApp::spawn_on_with(OrderPath::Async, |c| {
-        c.hot_keys.split_segments = SPLIT_INTO;
+        splitting(c);
         c.hot_keys.percent = 0;
     })
     .await;
@@ -247,12 +248,7 @@ async fn a_split_whose_splitter_died_at_any_step_is_finished_and_nobody_buys_twi
         // buyers among it: the voucher is hot, and whoever meets the split
         // finishes it (that instance's splitter, or a buyer at a closed
         // segment).
-        let mut app = quiet
-            .spawn_peer(|c| {
-                c.hot_keys.percent = 10;
-                c.hot_keys.sample_every = 1;
-            })
-            .await;
+        let mut app = quiet.spawn_peer(splitting).await;
         let crowd = app.order_all(voucher, &tokens[..600]).await;
         let (again, late) = crowd.split_at(100);
         assert_eq!(tally(again), BTreeMap::from([("DUPLICATE_ORDER".to_owned(), 100)]), "{step:?}: nobody buys twice");
