@@ -14,7 +14,7 @@
 sale_after_loss() { # sale_after_loss WHAT PHONE
     local audit=()
     [ -n "${NATS_URL:-}" ] && audit=(--events-audit)
-    "$ROOT/target/release/seckill-load" --base-url "$HMDP_BASE_URL" --users 500 --stock 100 \
+    "$BIN_DIR/seckill-load" --base-url "$HMDP_BASE_URL" --users 500 --stock 100 \
         --concurrency 100 --first-phone "$2" "${audit[@]}" >"$STATE_DIR/hosts-sale-lost-$1.log" 2>&1 \
         || { tail -30 "$STATE_DIR/hosts-sale-lost-$1.log" >&2; die "the sale with $1 lost failed its audit"; }
     log "a sale with $1 lost, audited"

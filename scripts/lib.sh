@@ -14,6 +14,13 @@ STATE_DIR="$ROOT/.stack"
 mkdir -p "$STATE_DIR"
 . "$ROOT/scripts/urls.sh"
 
+# The cargo profile the scripts build and run: release (what is deployed
+# and what the benches measure), or dev (.ci/run: the build the tests made,
+# its dependencies optimized by Cargo.toml's profile.dev, serves every later
+# check: one build of the workspace instead of two), or profiling (bench-cpu).
+HMDP_BUILD=${HMDP_BUILD:-release}
+case $HMDP_BUILD in dev | test) BIN_DIR="$ROOT/target/debug" ;; *) BIN_DIR="$ROOT/target/$HMDP_BUILD" ;; esac
+
 # The time of day on every line: a slow section is found in the log.
 log() { printf '\033[1m[hmdp %(%T)T]\033[0m %s\n' -1 "$*" >&2; }
 die() { log "error: $*"; exit 1; }
@@ -57,7 +64,10 @@ poll_for() { # poll_for SECONDS COMMAND...
 # (CARGO_MANIFEST_DIR, CARGO_PKG_NAME), and every crate above ring was
 # built again, inside the test and again after it (4 minutes each).
 build_bins() { # build_bins [PROFILE]
-    local args=(--profile "${1:-release}" --locked --bin hmdp --bin seckill-load --bin hmdp-lab --bin order-events)
+    local args=(--profile "${1:-$HMDP_BUILD}" --locked --bin hmdp --bin seckill-load --bin hmdp-lab --bin order-events)
+    # dev: what `cargo test --all-targets` builds, with its features (the
+    # tests' dev-dependencies): the binaries come from the tests' build.
+    [ "${1:-$HMDP_BUILD}" = dev ] && args=(--locked --all-targets)
     (
         cd "$ROOT"
         for var in $(compgen -e); do
@@ -71,7 +81,7 @@ build_bins() { # build_bins [PROFILE]
 }
 
 # What every bench does first: the machine ready, its output folder
-# ($out, under .stack/), and the release binaries built.
+# ($out, under .stack/), and the binaries built (HMDP_BUILD).
 # The commit the code is at, and "true" when the code differs from it
 # (tracked changes, or new files a build would take in).
 # What a bench measures: every file but the pages (README, docs, BENCHMARKS).
@@ -108,6 +118,7 @@ bench_keep() { # bench_keep SUMMARY_JSON COMMAND [LINES_FILE]
         log "summary: $1 (KEEP=1 keeps it in docs/bench/, where scripts/figures reads it)"
         return 0
     fi
+    [ "$BIN_DIR" = "$ROOT/target/release" ] || die "KEEP=1 keeps figures of the release build only (HMDP_BUILD=$HMDP_BUILD)"
     local kept commit dirty
     # A commit or an edit during the runs (the stack rebuilds what
     # changed) makes them runs of code no commit holds.
