@@ -47,7 +47,23 @@ ensure_rust() {
     # Rust links through the system's C compiler, and ring compiles C: a
     # fresh Debian with rustup has neither.
     command -v cc >/dev/null 2>&1 || apt_install gcc libc6-dev
+    lints_in_build
 }
+
+# clippy's lints ride on the tests' build: clippy-driver as the workspace's
+# rustc wrapper (what `cargo clippy` sets, for a check build of its own)
+# lints the workspace's crates as it compiles them, so the dependencies
+# and the workspace are compiled once where `cargo clippy` and `cargo test`
+# compiled them twice. Every script's dev build and `cargo test` run with
+# it, so that they share that build; a release build is made without it
+# (`cargo_unlinted`). A contributor's own `cargo test` rebuilds the
+# workspace's crates (not the dependencies) the first time.
+lints_in_build() {
+    local driver
+    driver=$(rustup which clippy-driver 2>/dev/null || command -v clippy-driver) || return 0
+    export RUSTC_WORKSPACE_WRAPPER=$driver CLIPPY_ARGS="-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__"
+}
+cargo_unlinted() { env -u RUSTC_WORKSPACE_WRAPPER -u CLIPPY_ARGS cargo "$@"; }
 
 ensure_cargo_tool() { # ensure_cargo_tool SUBCOMMAND COMPONENT
     cargo "$1" --version >/dev/null 2>&1 && return 0

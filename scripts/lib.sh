@@ -67,7 +67,8 @@ build_bins() { # build_bins [PROFILE]
     local args=(--profile "${1:-$HMDP_BUILD}" --locked --bin hmdp --bin seckill-load --bin hmdp-lab --bin order-events)
     # dev: what `cargo test --all-targets` builds, with its features (the
     # tests' dev-dependencies): the binaries come from the tests' build.
-    [ "${1:-$HMDP_BUILD}" = dev ] && args=(--locked --all-targets)
+    local cargo=cargo_unlinted
+    [ "${1:-$HMDP_BUILD}" = dev ] && args=(--locked --all-targets) && cargo=cargo
     (
         cd "$ROOT"
         for var in $(compgen -e); do
@@ -76,7 +77,7 @@ build_bins() { # build_bins [PROFILE]
                     CARGO_TARGET_TMPDIR | OUT_DIR) unset "$var" ;;
             esac
         done
-        cargo build "${args[@]}" >/dev/null 2>&1 || cargo build "${args[@]}"
+        $cargo build "${args[@]}" >/dev/null 2>&1 || $cargo build "${args[@]}"
     ) || die "cargo build failed"
 }
 
