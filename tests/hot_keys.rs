@@ -43,10 +43,7 @@ async fn hot_tags_during<T>(app: &TestApp, during: impl Future<Output = T>) -> (
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert!(hot_keys.current().is_empty(), "hot before the sale: {:?}", hot_keys.current());
-    // The setup's commands (2,000 buyers' sessions) close in a window of
-    // their own: a sale that fell whole into theirs was a sixth of it and
-    // never hot, where alone the crowd is more than a quarter (1 run in 6).
-    tokio::time::sleep(hmdp_redis::hot::HotKeySettings::default().window).await;
+    app.past_the_setups_hot_key_window().await;
     let seen = Arc::new(Mutex::new(BTreeSet::new()));
     let watcher = tokio::spawn({
         let seen = Arc::clone(&seen);

@@ -98,6 +98,7 @@ async fn a_voucher_found_hot_is_split_while_two_instances_sell_it_and_every_unit
     // the voucher hot and buys 1,500 of the 2,000 units, and whenever the
     // split lands (during that wave or just after it) units remain for
     // the second, which finds the new segments empty and borrows.
+    app.past_the_setups_hot_key_window().await;
     let first = wave(&app, &peer, voucher, &tokens[..1_500]).await;
     let window = app.keys.seckill(voucher).window.clone();
     let mut opened: Option<i64> = None;
@@ -146,6 +147,7 @@ async fn a_voucher_whose_admin_chose_one_segment_stays_in_one_however_hot() {
     let voucher = app.open_seckill_in_segments(1_500, 1).await;
     let users = app.seed_users(2_000).await;
     let tokens: Vec<&str> = users.iter().map(|(_, token)| token.as_str()).collect();
+    app.past_the_setups_hot_key_window().await;
     let outcomes = app.order_all(voucher, &tokens).await;
     assert_eq!(tally(&outcomes), BTreeMap::from([("OK".to_owned(), 1_500), ("SOLD_OUT".to_owned(), 500)]));
     // The verdict comes when the sampling window closes: a sale quicker
@@ -260,6 +262,7 @@ async fn a_split_whose_splitter_died_at_any_step_is_finished_and_nobody_buys_twi
         // finishes it (that instance's splitter, or a buyer at a closed
         // segment).
         let mut app = quiet.spawn_peer(splitting).await;
+        app.past_the_setups_hot_key_window().await;
         let crowd = app.order_all(voucher, &tokens[..600]).await;
         let (again, late) = crowd.split_at(100);
         assert_eq!(tally(again), BTreeMap::from([("DUPLICATE_ORDER".to_owned(), 100)]), "{step:?}: nobody buys twice");

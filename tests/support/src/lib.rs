@@ -201,6 +201,14 @@ impl TestApp {
         .collect()
     }
 
+    /// Returns once the hot-key window the setup's commands fell in (a
+    /// session for every seeded buyer) has closed: a sale that fell into
+    /// that window was a small part of it and could end without ever being
+    /// hot (a crowd a sixth of its window, where alone it is a quarter).
+    pub async fn past_the_setups_hot_key_window(&self) {
+        tokio::time::sleep(self.state.hot_keys.settings().window).await;
+    }
+
     /// A trigger that refuses every order row of `user` (a poison order).
     pub async fn refuse_orders_of(&self, user: u64) {
         sqlx::raw_sql(&format!(
