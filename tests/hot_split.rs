@@ -4,7 +4,9 @@
 //! holds across the split, and an instance that still routes by the old
 //! segments is turned round by the order script. A voucher whose admin
 //! chose its segments keeps them; a split whose splitter died is finished
-//! by the next buyer who meets it. (In `scripts/check-stack`'s Cluster
+//! by the next buyer who meets it; an instance that has not heard of a
+//! split sets Redis's stock from the row over the segments the row
+//! records, never the ones it remembers. (In `scripts/check-stack`'s Cluster
 //! pass the new segments sit on the other masters.)
 
 use hmdp_test_support as common;
@@ -282,4 +284,89 @@ async fn a_split_whose_splitter_died_at_any_step_is_finished_and_nobody_buys_twi
         audited(&app, voucher, 1_000).await;
         app.stop().await;
     }
+}
+
+/// The split a splitter finished up to its news: the row names the new
+/// segments, segment 0 refuses the old layout, each new segment holds its
+/// share of segment 0's units (lent as a split lends them) and is open;
+/// nobody is told. Segment 0's buyers (their orders persisted) are where
+/// the new layout routes them.
+async fn a_split_opened_unheard(app: &TestApp, voucher: u64) -> Vec<String> {
+    let tags = a_split_abandoned(app, voucher, DiedAfter::ClosingSegmentZero).await;
+    let mut redis = app.redis.clone();
+    let zero = app.keys.seckill_segment(&tags[0]).buyers;
+    let buyers: Vec<u64> = redis.smembers(&zero).await.unwrap();
+    for user in buyers.into_iter().filter(|user| *user != 0) {
+        let segment = hmdp_segments::route(user, tags.len());
+        if segment != 0 {
+            let _: () = redis.sadd(app.keys.seckill_segment(&tags[segment]).buyers, user).await.unwrap();
+            let _: () = redis.srem(&zero, user).await.unwrap();
+        }
+    }
+    let segments: Vec<hmdp_segments::SegmentKeys> = tags
+        .iter()
+        .map(|tag| {
+            let sk = app.keys.seckill_segment(tag);
+            hmdp_segments::SegmentKeys { stock: sk.stock, buyers: sk.buyers, lent: sk.lent, received: sk.received }
+        })
+        .collect();
+    let epoch: Option<String> = redis.hget(&segments[0].lent, hmdp_segments::EPOCH).await.unwrap();
+    for segment in &segments[1..] {
+        if let Some(epoch) = &epoch {
+            let _: () = redis.hset_nx(&segment.lent, hmdp_segments::EPOCH, epoch).await.unwrap();
+        }
+    }
+    let left: i64 = redis.get(&segments[0].stock).await.unwrap();
+    let stock = hmdp_segments::SegmentedStock::new(redis.clone(), segments);
+    for segment in 1..tags.len() {
+        let borrow = stock.lend(0, segment, left / tags.len() as i64).await.unwrap().expect("segment 0 lends");
+        assert!(stock.complete(&borrow).await.unwrap(), "the share lands");
+    }
+    for tag in &tags[1..] {
+        let _: () = redis.hset(app.keys.seckill_segment(tag).window, "layout", SPLIT_INTO).await.unwrap();
+    }
+    tags
+}
+
+/// Units left in Redis over the segments of `tags`.
+async fn units_in(app: &TestApp, tags: &[String]) -> i64 {
+    let mut units = 0;
+    for tag in tags {
+        let left: Option<i64> = app.redis.clone().get(app.keys.seckill_segment(tag).stock).await.unwrap();
+        units += left.unwrap_or(0);
+    }
+    units
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_stock_set_from_the_row_by_an_instance_that_has_not_heard_of_a_split_counts_every_unit_once() {
+    // It reads the voucher's one segment before the split and hears
+    // nothing of it: the row, read under its lock, tells it.
+    let unheard = TestApp::spawn_on_with(OrderPath::Async, |c| {
+        splitting(c);
+        c.hot_keys.percent = 0;
+    })
+    .await;
+    let users = unheard.seed_users(900).await;
+    let tokens: Vec<&str> = users.iter().map(|(_, token)| token.as_str()).collect();
+    let voucher = unheard.open_seckill(1_000).await;
+    let early = unheard.order_all(voucher, &tokens[..100]).await;
+    assert_eq!(tally(&early), BTreeMap::from([("OK".to_owned(), 100)]));
+    let report = unheard.drained(voucher, Duration::from_secs(30)).await;
+    assert!(report.agrees(), "{}", report.render());
+    let tags = a_split_opened_unheard(&unheard, voucher).await;
+    assert_eq!(units_in(&unheard, &tags).await, 900, "the split moved units, made none");
+    assert!(units_in(&unheard, &tags[1..]).await > 0, "the new segments hold units lent by segment 0");
+
+    let set = unheard.set_stock(voucher, serde_json::json!(500)).await;
+    assert_eq!(set.status(), 200);
+    assert_eq!(unheard.stock_of(voucher).await, 500);
+    assert_eq!(units_in(&unheard, &tags).await, 500, "Redis's segments hold the row's units, each once");
+
+    // A crowd through an instance that knows the split buys exactly those.
+    let mut peer = unheard.spawn_peer(|c| c.hot_keys.percent = 0).await;
+    let crowd = peer.order_all(voucher, &tokens[100..]).await;
+    assert_eq!(tally(&crowd), BTreeMap::from([("OK".to_owned(), 500), ("SOLD_OUT".to_owned(), 300)]));
+    audited(&peer, voucher, 600).await;
+    peer.stop().await;
 }

@@ -158,7 +158,8 @@ pub(super) fn report(voucher: u64, db_stock: i64, before: i64, after: i64) -> Op
     Some(after)
 }
 
-/// Both steps, with the row lock held by the caller.
+/// Both steps, with the row lock held by the caller, over the segments
+/// the row records (`Segments::recorded_now`).
 pub(super) async fn converge(
     conn: &mut MySqlConnection,
     redis: &Redis,
@@ -166,6 +167,8 @@ pub(super) async fn converge(
     voucher: u64,
     db_stock: i64,
 ) -> Result<Option<i64>, PersistError> {
+    let recorded = segments.recorded_now(&mut *conn, voucher).await?;
+    let segments = recorded.as_ref().unwrap_or(segments);
     let found = unpersisted_each(conn, redis, segments, voucher).await?;
     set_from_row(redis, segments, voucher, db_stock, &found).await
 }
@@ -183,6 +186,8 @@ pub(super) async fn relearn(
 ) -> Result<Option<i64>, PersistError> {
     let mut tx = db.begin().await?;
     let Some(db_stock) = store::lock_stock(&mut *tx, voucher).await? else { return Ok(None) };
+    let recorded = segments.recorded_now(&mut tx, voucher).await?;
+    let segments = recorded.as_ref().unwrap_or(segments);
     let mut buyers = vec![Vec::new(); segments.count()];
     for (_, user, live) in store::orders_of_voucher(&mut *tx, voucher).await? {
         if live {
@@ -219,6 +224,8 @@ pub(super) async fn set_stock(
 ) -> SeckillResult<StockSet> {
     let mut tx = db.begin().await?;
     let before = store::lock_stock(&mut *tx, voucher_id).await?.ok_or(SeckillError::NoSuchVoucher)?;
+    let recorded = segments.recorded_now(&mut tx, voucher_id).await?;
+    let segments = recorded.as_ref().unwrap_or(segments);
     let found = unpersisted_each(&mut tx, redis, segments, voucher_id).await?;
     let waiting: i64 = found.iter().map(|f| f.count).sum();
     let row = i32::try_from(i64::from(stock) + waiting).map_err(|_| SeckillError::StockOutOfRange)?;
@@ -263,14 +270,18 @@ pub(super) async fn units_returned_locked(
     db_stock: i64,
     users: &[u64],
 ) -> SeckillResult<()> {
+    let recorded = segments.recorded_now(&mut *conn, voucher_id).await?;
+    let segments = recorded.as_ref().unwrap_or(segments);
     let found = unpersisted_each(&mut *conn, redis, segments, voucher_id).await?;
-    // Only users without another live order of the voucher lose their slot.
+    // Only users without another live order of the voucher lose their slot:
+    // in their segment, and in segment 0, which holds buyers of a split
+    // that has not moved them yet.
     let still_holding = store::held_orders(&mut *conn, voucher_id, users).await?;
     for (segment, sk) in segments.keys().iter().enumerate() {
         let freed: Vec<u64> = users
             .iter()
             .copied()
-            .filter(|u| segments.of_user(*u) == segment && !still_holding.contains_key(u))
+            .filter(|u| (segment == 0 || segments.of_user(*u) == segment) && !still_holding.contains_key(u))
             .collect();
         if !freed.is_empty() {
             redis.clone().srem::<_, _, ()>(&sk.buyers, &freed).await?;

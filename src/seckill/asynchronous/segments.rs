@@ -16,7 +16,7 @@ use std::sync::Arc;
 
 use hmdp_redis::Redis;
 use hmdp_segments::{MAX_SEGMENTS, SegmentKeys, SegmentedStock, route};
-use sqlx::MySqlPool;
+use sqlx::{MySqlConnection, MySqlPool};
 
 use crate::seckill::store;
 use crate::{
@@ -40,16 +40,35 @@ const KNOWN_MAX: usize = 10_000;
 /// One voucher's segments.
 pub(super) struct Segments {
     keys: Vec<Arc<SeckillKeys>>,
+    /// The tags of segments 1.. as the row recorded them when read.
+    recorded: String,
     /// The voucher's stamp in MariaDB (`SaleRow::stamp`); `None` for a
     /// voucher whose row is gone.
     stamp: Option<String>,
     /// The borrowing between segments; `None` for a voucher of one segment.
     borrowing: Option<SegmentedStock>,
+    /// What the segments of another layout are made with.
+    maker: Maker,
 }
 
 impl Segments {
-    fn single(keys: Arc<SeckillKeys>, stamp: Option<String>) -> Self {
-        Self { keys: vec![keys], stamp, borrowing: None }
+    /// The segments the voucher's row records now, read under the row lock
+    /// that `conn` holds; `None` when they are these. A split recorded
+    /// after this instance read them (its news not heard yet, or lost) has
+    /// new segments holding units lent from segment 0: Redis's stock set
+    /// from the row by the old layout counts those units twice, so every
+    /// stock set from the row asks this first.
+    pub(super) async fn recorded_now(&self, conn: &mut MySqlConnection, voucher_id: u64) -> sqlx::Result<Option<Self>> {
+        let Some(recorded) = store::lock_segment_tags(conn, voucher_id).await? else { return Ok(None) };
+        if recorded == self.recorded {
+            return Ok(None);
+        }
+        tracing::info!(
+            voucher_id,
+            segments = recorded_tags(voucher_id, &recorded).len(),
+            "a split this instance had not heard of is read from the voucher's row"
+        );
+        Ok(Some(self.maker.build(voucher_id, &recorded, self.stamp.clone())))
     }
 
     /// What the voucher's keys must have been made for (`made`).
@@ -88,14 +107,13 @@ impl Segments {
 /// voucher's row once.
 pub(super) struct SegmentMaps {
     db: MySqlPool,
-    redis: Redis,
-    keys: Keys,
+    maker: Maker,
     known: RecentIds<Arc<Segments>>,
 }
 
 impl SegmentMaps {
     pub(super) fn new(db: MySqlPool, redis: Redis, keys: Keys) -> Self {
-        Self { db, redis, keys, known: RecentIds::new(KNOWN_MAX, None) }
+        Self { db, maker: Maker { redis, keys }, known: RecentIds::new(KNOWN_MAX, None) }
     }
 
     /// The voucher's segments; `None` when it is no seckill voucher.
@@ -104,7 +122,7 @@ impl SegmentMaps {
             return Ok(Some(known));
         }
         let Some((tags, stamp)) = store::segment_tags_and_stamp(&self.db, voucher_id).await? else { return Ok(None) };
-        let segments = Arc::new(self.build(voucher_id, &tags, stamp));
+        let segments = Arc::new(self.maker.build(voucher_id, &tags, Some(stamp)));
         self.known.insert(voucher_id, segments.clone());
         Ok(Some(segments))
     }
@@ -114,7 +132,7 @@ impl SegmentMaps {
     pub(super) async fn of_or_single(&self, voucher_id: u64) -> sqlx::Result<Arc<Segments>> {
         Ok(match self.of(voucher_id).await? {
             Some(segments) => segments,
-            None => Arc::new(Segments::single(self.keys.seckill(voucher_id), None)),
+            None => Arc::new(self.maker.build(voucher_id, "", None)),
         })
     }
 
@@ -129,17 +147,23 @@ impl SegmentMaps {
     pub(super) fn forget(&self, voucher_id: u64) {
         self.known.remove(voucher_id);
     }
+}
 
-    fn build(&self, voucher_id: u64, tags: &str, stamp: String) -> Segments {
-        let tags = recorded_tags(voucher_id, tags);
-        if tags.len() == 1 {
-            return Segments::single(self.keys.seckill(voucher_id), Some(stamp));
-        }
+/// Makes a voucher's segments from the tags its row records.
+#[derive(Clone)]
+struct Maker {
+    redis: Redis,
+    keys: Keys,
+}
+
+impl Maker {
+    fn build(&self, voucher_id: u64, recorded: &str, stamp: Option<String>) -> Segments {
+        let tags = recorded_tags(voucher_id, recorded);
         let keys: Vec<Arc<SeckillKeys>> = std::iter::once(self.keys.seckill(voucher_id))
             .chain(tags[1..].iter().map(|tag| Arc::new(self.keys.seckill_segment(tag))))
             .collect();
-        let borrowing = borrowing(&self.redis, keys.iter().map(|sk| &**sk));
-        Segments { keys, stamp: Some(stamp), borrowing: Some(borrowing) }
+        let borrowing = (keys.len() > 1).then(|| borrowing(&self.redis, keys.iter().map(|sk| &**sk)));
+        Segments { keys, recorded: recorded.to_owned(), stamp, borrowing, maker: self.clone() }
     }
 }
 

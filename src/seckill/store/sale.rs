@@ -296,6 +296,20 @@ pub(in crate::seckill) async fn lock_stock<'e>(
         .await
 }
 
+/// The voucher's segment tags as its row records them, read with the row
+/// lock (taken, or held already by the caller's transaction): a split
+/// recorded by another transaction is seen, never an older snapshot.
+/// `None` for a voucher that is not a seckill one.
+pub(in crate::seckill) async fn lock_segment_tags<'e>(
+    db: impl MySqlExecutor<'e>,
+    voucher_id: u64,
+) -> sqlx::Result<Option<String>> {
+    sqlx::query_scalar("SELECT segment_tags FROM tb_seckill_voucher WHERE voucher_id = ? FOR UPDATE")
+        .bind(voucher_id)
+        .fetch_optional(db)
+        .await
+}
+
 /// The course's guarded update, for `units` at once: `false` when the
 /// row has fewer than `units` left, and then nothing changed.
 pub(in crate::seckill) async fn take_stock<'e>(

@@ -35,6 +35,9 @@ impl Recovery {
     ) -> Result<(), PersistError> {
         let mut tx = self.db.begin().await?;
         let db_stock = store::lock_stock(&mut *tx, voucher).await?;
+        // The unit goes back to the segments the row records now.
+        let recorded = segments.recorded_now(&mut tx, voucher).await?;
+        let segments = recorded.as_ref().unwrap_or(segments);
         let mine = store::OrderOwner { user_id: entry.user_id, voucher_id: voucher };
         if store::existing_orders(&mut *tx, &[entry.order_id]).await?.get(&entry.order_id) == Some(&mine) {
             tx.commit().await?;
