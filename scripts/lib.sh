@@ -19,7 +19,10 @@ mkdir -p "$STATE_DIR"
 # its dependencies optimized by Cargo.toml's profile.dev, serves every later
 # check: one build of the workspace instead of two), or profiling (bench-cpu).
 HMDP_BUILD=${HMDP_BUILD:-release}
-case $HMDP_BUILD in dev | test) BIN_DIR="$ROOT/target/debug" ;; *) BIN_DIR="$ROOT/target/$HMDP_BUILD" ;; esac
+# Cargo's own target folder: the clone's, or CARGO_TARGET_DIR's (.ci/run's
+# build cache, kept between a machine's runs).
+TARGET_DIR=${CARGO_TARGET_DIR:-$ROOT/target}
+case $HMDP_BUILD in dev | test) BIN_DIR="$TARGET_DIR/debug" ;; *) BIN_DIR="$TARGET_DIR/$HMDP_BUILD" ;; esac
 
 # The time of day on every line: a slow section is found in the log.
 log() { printf '\033[1m[hmdp %(%T)T]\033[0m %s\n' -1 "$*" >&2; }
@@ -71,6 +74,10 @@ build_bins() { # build_bins [PROFILE]
     [ "${1:-$HMDP_BUILD}" = dev ] && args=(--locked --all-targets) && cargo=cargo
     (
         cd "$ROOT"
+        # The tests' build is the linted one: a check that had not set the
+        # lints (check-upgrade, check-backup) built the workspace again
+        # without them, a minute each time.
+        [ "$cargo" = cargo ] && lints_in_build
         for var in $(compgen -e); do
             case $var in
                 CARGO_PKG_* | CARGO_MANIFEST_* | CARGO_CFG_* | CARGO_BIN_* | CARGO_CRATE_NAME | CARGO_PRIMARY_PACKAGE | \
@@ -119,7 +126,7 @@ bench_keep() { # bench_keep SUMMARY_JSON COMMAND [LINES_FILE]
         log "summary: $1 (KEEP=1 keeps it in docs/bench/, where scripts/figures reads it)"
         return 0
     fi
-    [ "$BIN_DIR" = "$ROOT/target/release" ] || die "KEEP=1 keeps figures of the release build only (HMDP_BUILD=$HMDP_BUILD)"
+    [ "$BIN_DIR" = "$TARGET_DIR/release" ] || die "KEEP=1 keeps figures of the release build only (HMDP_BUILD=$HMDP_BUILD)"
     local kept commit dirty
     # A commit or an edit during the runs (the stack rebuilds what
     # changed) makes them runs of code no commit holds.
